@@ -1,0 +1,170 @@
+"""Engram settings. Every value comes from the environment, read here and only here, with safe
+local defaults: with nothing set, Engram runs on an embedded PostgreSQL under ``var/`` and a
+filesystem Celery broker, so a fresh checkout needs no server of any kind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("ENGRAM_VAR_DIR", BASE_DIR / "var"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = _env_bool("ENGRAM_DEBUG", False)
+SECRET_KEY = os.environ.get("ENGRAM_SECRET_KEY", "engram-local-development-key-change-me-in-production")
+ALLOWED_HOSTS = [h for h in os.environ.get("ENGRAM_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("ENGRAM_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "pgtrigger",
+    "rest_framework",
+    "drf_spectacular",
+    "accounts",
+    "history",
+    "memory",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------
+# DATABASE_URL selects any PostgreSQL >= 15. Without it, the embedded PostgreSQL 16 with pgvector
+# (PyPI ``pgserver``) is started on demand with its data in var/postgres; it listens on a unix socket
+# in that folder, so HOST is the folder and PORT is empty.
+EMBEDDED_POSTGRES_DIR = VAR_DIR / "postgres"
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+else:
+    from config import embedded_postgres
+
+    socket_dir = str(EMBEDDED_POSTGRES_DIR)
+    if _env_bool("ENGRAM_EMBEDDED_POSTGRES_AUTOSTART", True):
+        socket_dir = embedded_postgres.ensure_running(EMBEDDED_POSTGRES_DIR)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": embedded_postgres.DATABASE_NAME,
+            "USER": "postgres",
+            "HOST": socket_dir,
+            "PORT": "",
+            "CONN_MAX_AGE": 60,
+        }
+    }
+# Separate test databases let several test runs share one server.
+DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# --- REST API -------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Engram API",
+    "DESCRIPTION": "Memory for LLM agents: remember, recall, amend, forget, share, search history, and "
+    "drive turns whose replies may only claim what committed.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Celery ---------------------------------------------------------------------------------------
+# Embedded default: kombu's filesystem transport under var/celery, which needs no server and answers
+# `celery inspect ping` because a control folder is configured. CELERY_BROKER_URL=redis://... or
+# amqp://... selects a real broker.
+CELERY_QUEUE_DIR = VAR_DIR / "celery"
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("queue", "processed", "control"):
+        (CELERY_QUEUE_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_QUEUE_DIR / "queue"),
+        "data_folder_out": str(CELERY_QUEUE_DIR / "queue"),
+        "processed_folder": str(CELERY_QUEUE_DIR / "processed"),
+        "store_processed": False,
+        "control_folder": str(CELERY_QUEUE_DIR / "control"),
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = _env_bool("ENGRAM_TASKS_EAGER", False)
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# --- Engram ---------------------------------------------------------------------------------------
+# Key for the HMAC digests in audit rows (query text is never stored there). Empty: no digest.
+ENGRAM_AUDIT_KEY = os.environ.get("ENGRAM_AUDIT_KEY", SECRET_KEY)
+ENGRAM_MEMORY_TOKEN_ALLOWANCE = int(os.environ.get("ENGRAM_MEMORY_TOKEN_ALLOWANCE", "4096"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("ENGRAM_LOG_LEVEL", "INFO")},
+    # pgserver narrates every handle it opens and closes at INFO.
+    "loggers": {"pgserver": {"level": "WARNING"}},
+}

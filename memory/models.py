@@ -1,0 +1,573 @@
+"""Memories: entries with immutable revisions, their evidence, sharing, indexes, traces and ledgers.
+
+Invariants held by the database itself (django-pgtrigger):
+- revisions, evidence, ledger operations, rejections, trace items and retrieval events refuse UPDATE
+  and DELETE; the one sanctioned deletion path disables those triggers for its own transaction;
+- a sharing grant may only be revoked (``revoked_at`` set once), never edited;
+- the revision full-text sidecar follows every insert and body change and cascades on delete.
+
+A revision's ``audience_*`` columns are its *source audience*: computed once, at write time, from all
+of its evidence, most restrictive wins (``history.audience.most_restrictive``).
+"""
+
+from __future__ import annotations
+
+import pgtrigger
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+from accounts.models import Actor, RuntimeAgent
+from history.audience import AudienceColumns, audience_shape_constraint
+from history.models import Conversation, Message, Session, Turn, enqueue_index_work, protect_rows, sidecar_triggers
+from memory.fields import vector_field
+
+
+def choices_constraint(name: str, field: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
+
+
+class EntryStatus(models.TextChoices):
+    LIVE = "live", "Live"
+    FORGOTTEN = "forgotten", "Forgotten"
+
+
+class BeliefType(models.TextChoices):
+    PREFERENCE = "preference", "Preference"
+    USER_MODEL_ATTR = "user_model_attr", "About the person (identity, ownership, routine)"
+    RELATIONSHIP = "relationship", "Relationship"
+    PROJECT_FACT = "project_fact", "Project fact"
+    DECISION = "decision", "Decision"
+    INSTRUCTION = "instruction", "Standing instruction"
+    SKILL = "skill", "Skill or lesson"
+    RESOURCE = "resource", "Resource (endpoint, service, location)"
+    STATUS = "status", "Current status or deadline"
+    EVENT = "event", "Event"
+
+
+class Portability(models.TextChoices):
+    PORTABLE = "portable", "Portable: carries everywhere at full weight"
+    CONTEXTUAL = "contextual", "Contextual: carries, attributed to its project"
+    LOCAL = "local", "Local: elsewhere only when its subject is named"
+
+
+class Authority(models.TextChoices):
+    USER_STATED = "user_stated", "User-stated"
+    AFFIRMED = "affirmed", "Affirmed"
+    INFERRED = "inferred", "Inferred"
+
+
+class Lifecycle(models.TextChoices):
+    ACTIVE = "active", "Active"
+    PROVISIONAL = "provisional", "Provisional"
+    SUPERSEDED = "superseded", "Superseded"
+    EXPIRED = "expired", "Expired"
+
+
+class Operation(models.TextChoices):
+    REMEMBER = "remember", "remember"
+    AMEND = "amend", "amend"
+    FORGET = "forget", "forget"
+    REQUEST_SHARING = "request_memory_sharing", "request_memory_sharing"
+
+
+class RevisionOrigin(models.TextChoices):
+    """Which write path created a revision."""
+
+    REMEMBER = "remember", "remember (agent)"
+    AMEND = "amend", "amend (agent)"
+    OPERATOR_EDIT = "operator_edit", "Operator edit"
+    USER_CORRECTION = "user_correction", "End-user correction"
+    IMPORT = "import", "Import"
+
+
+class MemoryEntry(models.Model):
+    """The mutable handle of a memory: which revision is current, whether it is live, how useful it has
+    been. Its content lives only in immutable revisions."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="memory_entries")
+    status = models.CharField(max_length=16, choices=EntryStatus.choices, default=EntryStatus.LIVE)
+    current_revision = models.OneToOneField(
+        "MemoryRevision", on_delete=models.PROTECT, null=True, blank=True, related_name="current_of"
+    )
+    flagged_for_review = models.BooleanField(default=False)
+    utility = models.FloatField(default=0.0, help_text="Usefulness when recalled; never touches confidence.")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    forgotten_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "memory entries"
+        constraints = [
+            choices_constraint("entry_status_valid", "status", EntryStatus),
+            models.CheckConstraint(
+                condition=Q(status=EntryStatus.LIVE, forgotten_at__isnull=True)
+                | Q(status=EntryStatus.FORGOTTEN, forgotten_at__isnull=False),
+                name="entry_forgotten_at_matches_status",
+            ),
+        ]
+        indexes = [models.Index(fields=["agent", "status"], name="entry_agent_status")]
+
+    def __str__(self) -> str:
+        return f"m:{self.pk} ({self.status})"
+
+
+class MemoryRevision(AudienceColumns):
+    """One immutable statement of a memory. Amending writes revision N+1; nothing is overwritten.
+
+    ``subject`` is a structured reference (null: not resolved yet), never a label inside ``body``.
+    ``valid_from``/``valid_to`` say when the belief held; ``recorded_at`` when it became known.
+    """
+
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.PROTECT, related_name="revisions")
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    number = models.PositiveIntegerField()
+    body = models.TextField()
+    subject = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    source_actor = models.ForeignKey(
+        Actor,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The connector-authenticated person who supplied it; never a model argument.",
+    )
+    belief_type = models.CharField(max_length=32, choices=BeliefType.choices)
+    portability = models.CharField(max_length=16, choices=Portability.choices, default=Portability.PORTABLE)
+    origin_scope = models.CharField(max_length=200, blank=True, default="", help_text="Project it was learned in.")
+    confidence = models.FloatField(default=0.8)
+    authority = models.CharField(max_length=16, choices=Authority.choices, default=Authority.USER_STATED)
+    salience = models.FloatField(default=0.5)
+    always_on = models.BooleanField(default=False)
+    lifecycle = models.CharField(max_length=16, choices=Lifecycle.choices, default=Lifecycle.ACTIVE)
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    supersedes = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
+    restricted_to_conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="An explicit restriction: eligible in this conversation only.",
+    )
+    created_by = models.CharField(max_length=32, choices=RevisionOrigin.choices)
+    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "number"], name="revision_unique_number"),
+            audience_shape_constraint("revision"),
+            choices_constraint("revision_belief_type_valid", "belief_type", BeliefType),
+            choices_constraint("revision_portability_valid", "portability", Portability),
+            choices_constraint("revision_authority_valid", "authority", Authority),
+            choices_constraint("revision_lifecycle_valid", "lifecycle", Lifecycle),
+            choices_constraint("revision_created_by_valid", "created_by", RevisionOrigin),
+            models.CheckConstraint(condition=Q(confidence__gte=0, confidence__lte=1), name="revision_confidence_01"),
+            models.CheckConstraint(condition=Q(salience__gte=0, salience__lte=1), name="revision_salience_01"),
+            models.CheckConstraint(
+                condition=Q(valid_to__isnull=True) | Q(valid_to__gt=F("valid_from")), name="revision_valid_interval"
+            ),
+            models.CheckConstraint(condition=~Q(body=""), name="revision_body_not_empty"),
+        ]
+        indexes = [
+            models.Index(fields=["agent", "subject"], name="revision_agent_subject"),
+            models.Index(fields=["agent", "always_on"], name="revision_agent_always_on", condition=Q(always_on=True)),
+            models.Index(fields=["agent", "id"], name="revision_agent_position"),
+        ]
+        triggers = [
+            protect_rows("append_only"),
+            *sidecar_triggers("memory_revisionsearchdocument", "revision_id"),
+            enqueue_index_work("revision"),
+        ]
+
+    @property
+    def short_id(self) -> str:
+        return f"m:{self.entry_id:08x}"
+
+    def __str__(self) -> str:
+        return f"m:{self.entry_id} r{self.number}: {self.body[:60]}"
+
+
+class RevisionSearchDocument(models.Model):
+    """Full-text sidecar of ``MemoryRevision.body``, written only by the revision triggers."""
+
+    revision = models.OneToOneField(
+        MemoryRevision,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        primary_key=True,
+        related_name="search_document",
+    )
+    agent_id = models.BigIntegerField()
+    tsv = SearchVectorField()
+
+    class Meta:
+        indexes = [
+            GinIndex(fields=["tsv"], name="revision_search_tsv"),
+            models.Index(fields=["agent_id"], name="revision_search_agent"),
+        ]
+
+
+class EvidenceKind(models.TextChoices):
+    SOURCE_MESSAGE = "source_message", "Message the memory was stated in"
+    INHERITED_MESSAGE = "inherited_message", "History the turn had loaded or searched"
+    INHERITED_REVISION = "inherited_revision", "Memory the turn had recalled, or the amended revision"
+    OPERATOR = "operator", "Operator statement"
+
+
+class MemoryEvidence(AudienceColumns):
+    """One source of a revision and the audience it contributes (``audience_*``), immutable."""
+
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.CASCADE, related_name="evidence")
+    kind = models.CharField(max_length=32, choices=EvidenceKind.choices)
+    message = models.ForeignKey(Message, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    parent_revision = models.ForeignKey(
+        MemoryRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    operator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "memory evidence"
+        constraints = [
+            audience_shape_constraint("evidence"),
+            choices_constraint("evidence_kind_valid", "kind", EvidenceKind),
+            models.CheckConstraint(
+                condition=Q(
+                    kind__in=[EvidenceKind.SOURCE_MESSAGE, EvidenceKind.INHERITED_MESSAGE],
+                    message__isnull=False,
+                    parent_revision__isnull=True,
+                )
+                | Q(kind=EvidenceKind.INHERITED_REVISION, message__isnull=True, parent_revision__isnull=False)
+                | Q(kind=EvidenceKind.OPERATOR, message__isnull=True, parent_revision__isnull=True),
+                name="evidence_reference_matches_kind",
+            ),
+        ]
+        triggers = [protect_rows("append_only")]
+
+
+class RevisionConflict(models.Model):
+    """Two revisions that contradict each other with no supersession: retrieval returns both, marked."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    revision_a = models.ForeignKey(MemoryRevision, on_delete=models.CASCADE, related_name="+")
+    revision_b = models.ForeignKey(MemoryRevision, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(revision_a__lt=F("revision_b")), name="conflict_ordered_pair"),
+            models.UniqueConstraint(fields=["revision_a", "revision_b"], name="conflict_unique_pair"),
+        ]
+
+
+class SharingState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DENIED = "denied", "Denied"
+
+
+class SharingRequest(AudienceColumns):
+    """A proposal to release one revision to one audience (``audience_*``), made from a turn.
+
+    Only the authenticated source actor's confirmation or an operator's review decides it."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, related_name="sharing_requests")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    confirmer = models.ForeignKey(
+        Actor, on_delete=models.PROTECT, related_name="+", help_text="The source actor whose consent is needed."
+    )
+    state = models.CharField(max_length=16, choices=SharingState.choices, default=SharingState.PENDING)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            audience_shape_constraint("sharing_request", destination_only=True),
+            choices_constraint("sharing_state_valid", "state", SharingState),
+        ]
+
+
+#: Every column of a grant but ``revoked_at``: none of them may ever change.
+GRANT_FROZEN_COLUMNS = ", ".join(
+    f"%{column}"
+    for column in (
+        "agent_id",
+        "revision_id",
+        "request_id",
+        "granted_by_actor_id",
+        "granted_by_user_id",
+        "audience_kind",
+        "audience_namespace",
+        "audience_readers",
+        "created_at",
+    )
+)
+
+
+class SharingGrant(AudienceColumns):
+    """Permission to disclose one revision wherever ``audience_*`` may be disclosed. Revocable only."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, related_name="grants")
+    request = models.OneToOneField(
+        SharingRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="grant"
+    )
+    granted_by_actor = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    granted_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            audience_shape_constraint("sharing_grant", destination_only=True),
+            models.CheckConstraint(
+                condition=Q(granted_by_actor__isnull=False, granted_by_user__isnull=True)
+                | Q(granted_by_actor__isnull=True, granted_by_user__isnull=False),
+                name="grant_has_one_grantor",
+            ),
+        ]
+        indexes = [models.Index(fields=["revision"], condition=Q(revoked_at__isnull=True), name="grant_live")]
+        triggers = [
+            pgtrigger.Protect(name="no_delete", operation=pgtrigger.Delete),
+            pgtrigger.Protect(
+                name="revoke_only",
+                operation=pgtrigger.Update,
+                condition=pgtrigger.Condition(
+                    "OLD.revoked_at IS NOT NULL OR NEW.revoked_at IS NULL OR "
+                    f"({GRANT_FROZEN_COLUMNS.replace('%', 'OLD.')}) IS DISTINCT FROM "
+                    f"({GRANT_FROZEN_COLUMNS.replace('%', 'NEW.')})"
+                ),
+            ),
+        ]
+
+
+class EmbeddingState(models.TextChoices):
+    BUILDING = "building", "Building"
+    COMPLETE = "complete", "Complete"
+    RETIRED = "retired", "Retired"
+
+
+class EmbeddingGeneration(models.Model):
+    """One model's index over all texts. Retrieval uses the newest complete generation only."""
+
+    model_name = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=EmbeddingState.choices, default=EmbeddingState.BUILDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [choices_constraint("generation_state_valid", "state", EmbeddingState)]
+
+
+class RevisionEmbedding(models.Model):
+    """A derived, disposable vector of one immutable revision's text."""
+
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.CASCADE, related_name="embeddings")
+    agent_id = models.BigIntegerField()
+    generation = models.ForeignKey(EmbeddingGeneration, on_delete=models.CASCADE, related_name="+")
+    model_name = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField()
+    vector = vector_field()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["revision", "generation"], name="revision_embedding_unique"),
+            models.CheckConstraint(condition=Q(vector__len=F("dims")), name="revision_embedding_dims"),
+        ]
+        indexes = [models.Index(fields=["generation", "agent_id"], name="revision_embedding_agent")]
+
+
+class MessageEmbedding(models.Model):
+    """A derived, disposable vector of one immutable message's text."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="embeddings")
+    agent_id = models.BigIntegerField()
+    generation = models.ForeignKey(EmbeddingGeneration, on_delete=models.CASCADE, related_name="+")
+    model_name = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField()
+    vector = vector_field()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "generation"], name="message_embedding_unique"),
+            models.CheckConstraint(condition=Q(vector__len=F("dims")), name="message_embedding_dims"),
+        ]
+        indexes = [models.Index(fields=["generation", "agent_id"], name="message_embedding_agent")]
+
+
+class OutboxTarget(models.TextChoices):
+    REVISION = "revision", "Memory revision"
+    MESSAGE = "message", "Message"
+
+
+class IndexOutbox(models.Model):
+    """Pending derived-index work, written in the same transaction as the text it derives from."""
+
+    target = models.CharField(max_length=16, choices=OutboxTarget.choices)
+    target_id = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [choices_constraint("outbox_target_valid", "target", OutboxTarget)]
+        indexes = [models.Index(fields=["id"], condition=Q(processed_at__isnull=True), name="outbox_pending")]
+
+
+class RecallMoment(models.TextChoices):
+    SNAPSHOT = "snapshot", "Session snapshot"
+    IN_TURN = "in_turn", "In-turn recall"
+    TOOL = "tool", "recall tool"
+    CHILD = "child", "Child run"
+    PREVIEW = "preview", "Operator preview"
+
+
+class RecallTrace(AudienceColumns):
+    """What one recall considered and returned, recorded in the render pass (never reconstructed).
+
+    ``audience_*`` is the ceiling the recall ran under. ``rendered_sha256`` covers exactly the bytes
+    returned. The operator-only fields (query text, arms, candidate and dropped ids) are nulled by
+    the retention task; the user-safe fields live as long as the session.
+    """
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, blank=True, related_name="traces")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="traces")
+    moment = models.CharField(max_length=16, choices=RecallMoment.choices)
+    profile = models.CharField(max_length=16)
+    policy_version = models.CharField(max_length=64)
+    as_of = models.DateTimeField()
+    rendered_text = models.TextField()
+    rendered_sha256 = models.CharField(max_length=64)
+    token_estimate = models.PositiveIntegerField(default=0)
+    considered_count = models.PositiveIntegerField(default=0)
+    returned_count = models.PositiveIntegerField(default=0)
+    blocked_count = models.PositiveIntegerField(default=0)
+    withheld_unknown_count = models.PositiveIntegerField(default=0)
+    degradation = models.CharField(max_length=64, blank=True, default="")
+    query_text = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL once retention clears it
+    arms = models.JSONField(null=True, blank=True)
+    candidate_ids = models.JSONField(null=True, blank=True)
+    dropped_ids = models.JSONField(null=True, blank=True)
+    operator_fields_cleared_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            audience_shape_constraint("recall_trace", destination_only=True),
+            choices_constraint("trace_moment_valid", "moment", RecallMoment),
+        ]
+        indexes = [models.Index(fields=["agent", "created_at"], name="trace_agent_time")]
+
+
+class RecallTraceItem(models.Model):
+    """One item a recall returned, with its scores and reason, immutable."""
+
+    trace = models.ForeignKey(RecallTrace, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, related_name="+")
+    band = models.CharField(max_length=8)
+    score = models.FloatField()
+    components = models.JSONField(default=dict)
+    reason = models.CharField(max_length=300)
+    carried = models.BooleanField(default=False)
+    blocked = models.BooleanField(default=False)
+    conflicts = ArrayField(models.BigIntegerField(), blank=True, default=list)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trace", "position"], name="trace_item_unique_position")]
+        triggers = [protect_rows("append_only")]
+
+
+class RetrievalEvent(models.Model):
+    """Operator audit of one recall: a keyed digest of the query (never its text), what was selected."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    trace = models.ForeignKey(RecallTrace, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    query_digest = models.CharField(max_length=64, blank=True, default="")
+    destination_audience = models.JSONField(default=dict)
+    selected_revision_ids = ArrayField(models.BigIntegerField(), blank=True, default=list)
+    score_components = models.JSONField(default=dict, blank=True)
+    cost_tokens = models.PositiveIntegerField(default=0)
+    degradation = models.CharField(max_length=64, blank=True, default="")
+    withheld_unknown_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        triggers = [protect_rows("append_only")]
+
+
+class MemoryOperation(models.Model):
+    """The committed ledger: one row per durable write, built from the store's return value."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="operations")
+    round = models.PositiveSmallIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=32, choices=Operation.choices)
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.PROTECT, related_name="operations")
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    revision_number = models.PositiveIntegerField(null=True, blank=True)
+    previous_revision = models.ForeignKey(
+        MemoryRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    subject_changed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [choices_constraint("operation_kind_valid", "kind", Operation)]
+        triggers = [protect_rows("append_only")]
+
+
+class RejectionKind(models.TextChoices):
+    NOT_TRUE = "not_true", "Not true"
+    CHANGED = "changed", "Was true, has changed"
+    NOT_HERE = "not_here", "True elsewhere, not here"
+    WRONG = "wrong", "Something's wrong"
+
+
+class Rejection(models.Model):
+    """An end user's typed correction of a recalled belief; replayed by every later re-derivation."""
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    trace_item = models.ForeignKey(RecallTraceItem, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, related_name="rejections")
+    kind = models.CharField(max_length=16, choices=RejectionKind.choices)
+    correction = models.TextField(blank=True, default="")
+    origin_scope = models.CharField(max_length=200, blank=True, default="")
+    fingerprint = models.CharField(max_length=64, help_text="Normalised statement digest, to refuse re-imports.")
+    resulting_revision = models.ForeignKey(
+        MemoryRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [choices_constraint("rejection_kind_valid", "kind", RejectionKind)]
+        indexes = [models.Index(fields=["agent", "fingerprint"], name="rejection_fingerprint")]
+        triggers = [protect_rows("append_only")]

@@ -1,0 +1,35 @@
+"""Errors a service raises when it refuses a request. Each carries a machine-readable ``code`` and the
+HTTP status the API answers with; a service that raises one has written nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    status = 400
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, code: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.detail = detail or {}
+
+
+class NotFound(ServiceError):
+    """Missing, or not visible from this perspective: the two are indistinguishable on purpose."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    status = 409
+    code = "conflict"
+
+
+class Unprocessable(ServiceError):
+    status = 422
+    code = "unprocessable"

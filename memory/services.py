@@ -1,0 +1,503 @@
+"""Writes for memories: remember, amend, forget. Each is atomic, keyword-only, and returns what the
+store committed; each records itself in the committed ledger (``MemoryOperation``).
+
+Provenance is never a model argument. Callers pass the ids of the authenticated source message and of
+what the turn had loaded (history messages, recalled revisions); every one must exist in the agent's
+own perspective, or the whole write is refused. The revision's source audience is computed from all
+of them, most restrictive wins; an outbound reply contributes its own lineage as well, so a memory
+formed from a reply cannot launder what the reply was built from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from accounts.models import Actor, RuntimeAgent
+from config.errors import Conflict, NotFound, Unprocessable
+from history.audience import Audience, most_restrictive
+from history.models import Conversation, Message, MessageDirection, MessageSourceEvidence, Turn
+from memory.models import (
+    Authority,
+    BeliefType,
+    EntryStatus,
+    EvidenceKind,
+    Lifecycle,
+    MemoryEntry,
+    MemoryEvidence,
+    MemoryOperation,
+    MemoryRevision,
+    Operation,
+    Portability,
+    RevisionOrigin,
+)
+
+#: Hard caps on the lineage walked when a memory inherits agent replies; overflow refuses the write.
+LINEAGE_NODE_CAP = 5_000
+LINEAGE_INPUT_CAP = 501
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a write's content came from, as ids in the writing agent's perspective."""
+
+    source_message_id: int | None = None
+    inherited_message_ids: Sequence[int] = ()
+    inherited_revision_ids: Sequence[int] = ()
+    operator: AbstractBaseUser | None = None
+    operator_audience: Audience | None = None
+
+    @classmethod
+    def from_turn(cls, turn: Turn, *, recalled_revision_ids: Iterable[int] = ()) -> Provenance:
+        """Everything a turn has seen: its inbound message, loaded and searched history, recalled memory."""
+        seen = dict.fromkeys([*turn.loaded_message_ids, *turn.evidence_message_ids])
+        seen.pop(turn.inbound_message_id, None)
+        return cls(
+            source_message_id=turn.inbound_message_id,
+            inherited_message_ids=tuple(seen),
+            inherited_revision_ids=tuple(dict.fromkeys(recalled_revision_ids)),
+        )
+
+
+@dataclass(frozen=True)
+class Belief:
+    """The content of a revision. ``subject_id`` None means "not resolved yet"."""
+
+    body: str
+    belief_type: str = BeliefType.PROJECT_FACT
+    subject_id: int | None = None
+    portability: str = Portability.PORTABLE
+    origin_scope: str | None = None  # None: the source conversation's project
+    confidence: float = 0.8
+    authority: str = Authority.USER_STATED
+    salience: float = 0.5
+    always_on: bool = False
+    lifecycle: str = Lifecycle.ACTIVE
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    restricted_to_conversation_id: int | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What committed: the entry, the resulting revision, and the ledger row that records it."""
+
+    entry: MemoryEntry
+    revision: MemoryRevision
+    operation: MemoryOperation
+    previous_revision: MemoryRevision | None = None
+    subject_changed: bool = False
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    entry: MemoryEntry
+    changed: bool
+    operation: MemoryOperation | None = None
+
+
+@dataclass
+class _Source:
+    kind: str
+    audience: Audience
+    message: Message | None = None
+    parent_revision: MemoryRevision | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# remember / amend / forget
+# --------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def memory_remember(
+    *,
+    agent: RuntimeAgent,
+    belief: Belief,
+    provenance: Provenance,
+    turn: Turn | None = None,
+    round_number: int | None = None,
+    created_by: str = RevisionOrigin.REMEMBER,
+) -> WriteResult:
+    """Create a new entry and its revision 1. It never touches an existing entry."""
+    sources = _resolve_sources(agent, provenance)
+    _validate_belief(agent, belief)
+    entry = MemoryEntry.objects.create(agent=agent)
+    revision = _write_revision(
+        agent=agent,
+        entry=entry,
+        number=1,
+        belief=belief,
+        sources=sources,
+        provenance=provenance,
+        turn=turn,
+        created_by=created_by,
+        previous=None,
+    )
+    entry.current_revision = revision
+    entry.save(update_fields=["current_revision"])
+    operation = MemoryOperation.objects.create(
+        agent=agent,
+        turn=turn,
+        round=round_number,
+        kind=Operation.REMEMBER,
+        entry=entry,
+        revision=revision,
+        revision_number=revision.number,
+    )
+    return WriteResult(entry=entry, revision=revision, operation=operation)
+
+
+#: Sentinel for "keep the previous value" in ``revision_amend``.
+KEEP: Any = object()
+
+
+@transaction.atomic
+def revision_amend(
+    *,
+    agent: RuntimeAgent,
+    entry_id: int,
+    expected_revision_id: int,
+    provenance: Provenance,
+    body: str | None = None,
+    subject_id: int | None = KEEP,
+    changes: dict[str, Any] | None = None,
+    turn: Turn | None = None,
+    round_number: int | None = None,
+    created_by: str = RevisionOrigin.AMEND,
+) -> WriteResult:
+    """Write revision N+1 of a live entry, if its current revision is still ``expected_revision_id``.
+
+    Unchanged fields carry over. The new revision keeps the previous one's evidence (as an inherited
+    revision) plus this write's sources. A stale expectation raises ``Conflict`` and writes nothing.
+    """
+    entry = _lock_live_entry(agent, entry_id)
+    previous = entry.current_revision
+    assert previous is not None  # a live entry always has one
+    if previous.pk != expected_revision_id:
+        raise Conflict(
+            f"memory m:{entry.pk} is at revision {previous.pk}, not {expected_revision_id}",
+            code="stale_revision",
+            detail={"entry_id": entry.pk, "current_revision_id": previous.pk},
+        )
+    belief = _belief_of(previous)
+    if body is not None:
+        belief = replace(belief, body=body)
+    if subject_id is not KEEP:
+        belief = replace(belief, subject_id=subject_id)
+    if changes:
+        unknown = set(changes) - set(Belief.__dataclass_fields__) - {"body", "subject_id"}
+        if unknown:
+            raise Unprocessable(f"cannot amend {sorted(unknown)}", code="invalid_field")
+        belief = replace(belief, **changes)
+    if belief == _belief_of(previous):
+        raise Unprocessable("the amendment changes nothing", code="no_change")
+    _validate_belief(agent, belief)
+    sources = [
+        _Source(EvidenceKind.INHERITED_REVISION, previous.audience, parent_revision=previous),
+        *_resolve_sources(agent, provenance, require_any=False),
+    ]
+    revision = _write_revision(
+        agent=agent,
+        entry=entry,
+        number=previous.number + 1,
+        belief=belief,
+        sources=sources,
+        provenance=provenance,
+        turn=turn,
+        created_by=created_by,
+        previous=previous,
+    )
+    entry.current_revision = revision
+    entry.save(update_fields=["current_revision"])
+    subject_changed = revision.subject_id != previous.subject_id
+    operation = MemoryOperation.objects.create(
+        agent=agent,
+        turn=turn,
+        round=round_number,
+        kind=Operation.AMEND,
+        entry=entry,
+        revision=revision,
+        revision_number=revision.number,
+        previous_revision=previous,
+        subject_changed=subject_changed,
+    )
+    return WriteResult(
+        entry=entry,
+        revision=revision,
+        operation=operation,
+        previous_revision=previous,
+        subject_changed=subject_changed,
+    )
+
+
+@transaction.atomic
+def entry_forget(
+    *, agent: RuntimeAgent, entry_id: int, turn: Turn | None = None, round_number: int | None = None
+) -> ForgetResult:
+    """Retire an entry from live retrieval, keeping every revision and its evidence.
+
+    Forgetting an already-forgotten entry changes nothing and records nothing.
+    """
+    entry = MemoryEntry.objects.select_for_update().filter(agent=agent, pk=entry_id).first()
+    if entry is None:
+        raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
+    if entry.status == EntryStatus.FORGOTTEN:
+        return ForgetResult(entry=entry, changed=False)
+    entry.status = EntryStatus.FORGOTTEN
+    entry.forgotten_at = timezone.now()
+    entry.save(update_fields=["status", "forgotten_at"])
+    operation = MemoryOperation.objects.create(
+        agent=agent,
+        turn=turn,
+        round=round_number,
+        kind=Operation.FORGET,
+        entry=entry,
+        revision=entry.current_revision,
+        revision_number=entry.current_revision.number if entry.current_revision else None,
+    )
+    return ForgetResult(entry=entry, changed=True, operation=operation)
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _lock_live_entry(agent: RuntimeAgent, entry_id: int) -> MemoryEntry:
+    entry = (
+        MemoryEntry.objects.select_for_update(of=("self",))
+        .select_related("current_revision")
+        .filter(agent=agent, pk=entry_id)
+        .first()
+    )
+    if entry is None:
+        raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
+    if entry.status == EntryStatus.FORGOTTEN:
+        raise Conflict(f"memory m:{entry_id} is forgotten", code="memory_forgotten")
+    return entry
+
+
+def _belief_of(revision: MemoryRevision) -> Belief:
+    return Belief(
+        body=revision.body,
+        belief_type=revision.belief_type,
+        subject_id=revision.subject_id,
+        portability=revision.portability,
+        origin_scope=revision.origin_scope,
+        confidence=revision.confidence,
+        authority=revision.authority,
+        salience=revision.salience,
+        always_on=revision.always_on,
+        lifecycle=revision.lifecycle,
+        valid_from=revision.valid_from,
+        valid_to=revision.valid_to,
+        restricted_to_conversation_id=revision.restricted_to_conversation_id,
+    )
+
+
+def _validate_belief(agent: RuntimeAgent, belief: Belief) -> None:
+    if not belief.body.strip():
+        raise Unprocessable("a memory needs a body", code="empty_body")
+    if belief.belief_type not in BeliefType.values:
+        raise Unprocessable(f"unknown belief type {belief.belief_type!r}", code="invalid_belief_type")
+    if belief.portability not in Portability.values:
+        raise Unprocessable(f"unknown portability {belief.portability!r}", code="invalid_portability")
+    if belief.authority not in Authority.values:
+        raise Unprocessable(f"unknown authority {belief.authority!r}", code="invalid_authority")
+    if belief.lifecycle not in (Lifecycle.ACTIVE, Lifecycle.PROVISIONAL):
+        raise Unprocessable("a new revision is active or provisional", code="invalid_lifecycle")
+    if not (0 <= belief.confidence <= 1 and 0 <= belief.salience <= 1):
+        raise Unprocessable("confidence and salience lie in [0, 1]", code="out_of_range")
+    if belief.valid_from and belief.valid_to and belief.valid_to <= belief.valid_from:
+        raise Unprocessable("valid_to must be after valid_from", code="invalid_validity")
+    # The subject is a person this agent actually knows (through one of its connectors).
+    if (
+        belief.subject_id is not None
+        and not Actor.objects.filter(pk=belief.subject_id, connector__agent=agent).exists()
+    ):
+        raise NotFound(f"actor {belief.subject_id} not found", code="subject_not_found")
+    if (
+        belief.restricted_to_conversation_id is not None
+        and not Conversation.objects.filter(pk=belief.restricted_to_conversation_id, agent=agent).exists()
+    ):
+        raise NotFound("conversation not found", code="conversation_not_found")
+
+
+def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any: bool = True) -> list[_Source]:
+    """Load every referenced parent in the agent's perspective; any foreign or missing id refuses the write."""
+    sources: list[_Source] = []
+    message_ids = list(dict.fromkeys(provenance.inherited_message_ids))
+    if provenance.source_message_id is not None:
+        message_ids = [provenance.source_message_id, *(m for m in message_ids if m != provenance.source_message_id)]
+    messages = {
+        m.pk: m
+        for m in Message.objects.filter(agent=agent, pk__in=message_ids).annotate(
+            has_evidence=Exists(MessageSourceEvidence.objects.filter(message=OuterRef("pk")))
+        )
+    }
+    missing_messages = [m for m in message_ids if m not in messages]
+    revision_ids = list(dict.fromkeys(provenance.inherited_revision_ids))
+    revisions = {r.pk: r for r in MemoryRevision.objects.filter(agent=agent, pk__in=revision_ids)}
+    missing_revisions = [r for r in revision_ids if r not in revisions]
+    if missing_messages or missing_revisions:
+        raise Unprocessable(
+            "the write names sources that do not exist in this agent's perspective",
+            code="unknown_parent",
+            detail={"message_ids": missing_messages, "revision_ids": missing_revisions},
+        )
+    lineage = _reply_lineage_audiences(
+        agent, [m for m in messages.values() if m.direction == MessageDirection.OUTBOUND]
+    )
+    for message_id in message_ids:
+        message = messages[message_id]
+        audience = message.audience if message.has_evidence else Audience.unknown()
+        if message.pk in lineage:
+            audience = most_restrictive([audience, *lineage[message.pk]])
+        kind = (
+            EvidenceKind.SOURCE_MESSAGE
+            if message_id == provenance.source_message_id
+            else EvidenceKind.INHERITED_MESSAGE
+        )
+        sources.append(_Source(kind, audience, message=message))
+    for revision_id in revision_ids:
+        revision = revisions[revision_id]
+        sources.append(_Source(EvidenceKind.INHERITED_REVISION, revision.audience, parent_revision=revision))
+    if provenance.operator is not None:
+        if provenance.operator_audience is None:
+            raise Unprocessable("an operator statement needs an audience", code="operator_audience_required")
+        sources.append(_Source(EvidenceKind.OPERATOR, provenance.operator_audience))
+    if require_any and not sources:
+        raise Unprocessable("a memory needs a source message or an operator statement", code="provenance_required")
+    return sources
+
+
+_LINEAGE_SQL = """
+WITH RECURSIVE walk(message_id, depth) AS (
+    SELECT unnest(%(roots)s::bigint[]), 0
+    UNION
+    SELECT parent, w.depth + 1
+    FROM walk w
+    JOIN history_message m ON m.id = w.message_id AND m.agent_id = %(agent)s
+    CROSS JOIN LATERAL unnest(m.history_message_ids) AS parent
+    WHERE w.depth < 64
+)
+SELECT m.id, m.audience_kind, m.audience_namespace, m.audience_readers,
+       EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id) AS has_evidence,
+       m.memory_revision_ids
+FROM (SELECT DISTINCT message_id FROM walk LIMIT %(cap)s) w
+LEFT JOIN history_message m ON m.id = w.message_id AND m.agent_id = %(agent)s
+"""
+
+
+def _reply_lineage_audiences(agent: RuntimeAgent, replies: Sequence[Message]) -> dict[int, list[Audience]]:
+    """For each outbound reply, the audiences of everything it was built from, transitively.
+
+    Unknown nodes (missing or foreign ids, no evidence) contribute ``unknown``; a lineage larger than
+    the caps refuses the write rather than guessing.
+    """
+    result: dict[int, list[Audience]] = {}
+    for reply in replies:
+        if len(reply.history_message_ids) > LINEAGE_INPUT_CAP:
+            raise Unprocessable("the reply's lineage is too large to verify", code="lineage_overflow")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _LINEAGE_SQL, {"roots": list(reply.history_message_ids), "agent": agent.pk, "cap": LINEAGE_NODE_CAP + 1}
+            )
+            rows = cursor.fetchall()
+        if len(rows) > LINEAGE_NODE_CAP:
+            raise Unprocessable("the reply's lineage is too large to verify", code="lineage_overflow")
+        audiences: list[Audience] = []
+        revision_ids: set[int] = set(reply.memory_revision_ids)
+        for message_id, kind, namespace, readers, has_evidence, used_revisions in rows:
+            if message_id is None or kind is None or not has_evidence:
+                audiences.append(Audience.unknown())
+                continue
+            audiences.append(Audience(kind, namespace, tuple(readers)))
+            revision_ids.update(used_revisions or ())
+        found = {r.pk: r.audience for r in MemoryRevision.objects.filter(agent=agent, pk__in=revision_ids)}
+        audiences.extend(found.get(r, Audience.unknown()) for r in revision_ids)
+        result[reply.pk] = audiences
+    return result
+
+
+def _write_revision(
+    *,
+    agent: RuntimeAgent,
+    entry: MemoryEntry,
+    number: int,
+    belief: Belief,
+    sources: list[_Source],
+    provenance: Provenance,
+    turn: Turn | None,
+    created_by: str,
+    previous: MemoryRevision | None,
+) -> MemoryRevision:
+    source_message = next((s.message for s in sources if s.kind == EvidenceKind.SOURCE_MESSAGE), None)
+    origin_scope = belief.origin_scope
+    if origin_scope is None:
+        origin_scope = source_message.conversation.project if source_message is not None else ""
+    audience = most_restrictive(s.audience for s in sources)
+    now = timezone.now()
+    revision = MemoryRevision(
+        entry=entry,
+        agent=agent,
+        number=number,
+        body=belief.body.strip(),
+        subject_id=belief.subject_id,
+        source_actor=source_message.actor
+        if source_message is not None
+        else (previous.source_actor if previous is not None else None),
+        belief_type=belief.belief_type,
+        portability=belief.portability,
+        origin_scope=origin_scope,
+        confidence=belief.confidence,
+        authority=belief.authority,
+        salience=belief.salience,
+        always_on=belief.always_on,
+        lifecycle=belief.lifecycle,
+        valid_from=belief.valid_from or now,
+        valid_to=belief.valid_to,
+        recorded_at=now,
+        supersedes=previous,
+        restricted_to_conversation_id=belief.restricted_to_conversation_id,
+        created_by=created_by,
+        turn=turn,
+        created_by_user=provenance.operator if provenance.operator is not None else None,  # type: ignore[misc]
+    )
+    revision.set_audience(audience)
+    revision.save()
+    MemoryEvidence.objects.bulk_create(
+        MemoryEvidence(
+            revision=revision,
+            kind=source.kind,
+            message=source.message,
+            parent_revision=source.parent_revision,
+            operator=provenance.operator if source.kind == EvidenceKind.OPERATOR else None,  # type: ignore[misc]
+            audience_kind=source.audience.kind,
+            audience_namespace=source.audience.namespace,
+            audience_readers=list(source.audience.readers),
+        )
+        for source in sources
+    )
+    return revision
+
+
+__all__ = [
+    "KEEP",
+    "Belief",
+    "ForgetResult",
+    "Provenance",
+    "WriteResult",
+    "entry_forget",
+    "memory_remember",
+    "revision_amend",
+]

@@ -175,7 +175,8 @@ def test_a_stale_amend_fails_and_writes_nothing(world: World) -> None:
 
     assert refused.value.code == "stale_revision"
     assert table_counts() == before
-    assert MemoryEntry.objects.get(pk=first.entry_id).current_revision.body == "Alice drives a Model 3."
+    current = MemoryEntry.objects.select_related("current_revision").get(pk=first.entry_id).current_revision
+    assert current is not None and current.body == "Alice drives a Model 3."
 
 
 def test_amend_writes_the_next_revision_and_keeps_earlier_evidence(world: World) -> None:

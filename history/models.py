@@ -17,8 +17,8 @@ from django.db.models import Q
 from accounts.models import Actor, Connector, RuntimeAgent
 from history.audience import AudienceColumns, audience_shape_constraint
 
-#: Text search configuration for every sidecar; query builders must use the same one.
-TEXT_SEARCH_CONFIG = "english"
+#: Sidecar documents are ``engram_search_document(body)`` and queries ``engram_search_query(text)``:
+#: SQL functions created by history/migrations/0003, so every reader matches text the same way.
 
 
 def protect_rows(name: str) -> pgtrigger.Protect:
@@ -34,7 +34,7 @@ def sidecar_triggers(sidecar_table: str, key_column: str) -> list[pgtrigger.Trig
     """
     upsert = f"""
         INSERT INTO {sidecar_table} ({key_column}, agent_id, tsv)
-        VALUES (NEW.id, NEW.agent_id, to_tsvector('{TEXT_SEARCH_CONFIG}', NEW.body))
+        VALUES (NEW.id, NEW.agent_id, engram_search_document(NEW.body))
         ON CONFLICT ({key_column}) DO UPDATE SET agent_id = EXCLUDED.agent_id, tsv = EXCLUDED.tsv;
         RETURN NULL;
     """

@@ -31,6 +31,21 @@ def choices_constraint(name: str, field: str, choices: type[models.TextChoices])
     return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
 
 
+def short_id(revision_id: int) -> str:
+    return f"m:{revision_id:08x}"
+
+
+def parse_short_id(text: str) -> int | None:
+    """The revision id of ``m:0000002a`` (with or without brackets), or None if it is not one."""
+    cleaned = text.strip().strip("[]")
+    if not cleaned.startswith("m:"):
+        return None
+    try:
+        return int(cleaned[2:], 16)
+    except ValueError:
+        return None
+
+
 class EntryStatus(models.TextChoices):
     LIVE = "live", "Live"
     FORGOTTEN = "forgotten", "Forgotten"
@@ -194,7 +209,8 @@ class MemoryRevision(AudienceColumns):
 
     @property
     def short_id(self) -> str:
-        return f"m:{self.entry_id:08x}"
+        """The id a model cites: it names this exact revision, and through it the entry."""
+        return short_id(self.pk)
 
     def __str__(self) -> str:
         return f"m:{self.entry_id} r{self.number}: {self.body[:60]}"
@@ -462,8 +478,10 @@ class RecallTrace(AudienceColumns):
     profile = models.CharField(max_length=16)
     policy_version = models.CharField(max_length=64)
     as_of = models.DateTimeField()
+    historical = models.BooleanField(default=False, help_text="Rendered with an explicit as_of / known_at.")
     rendered_text = models.TextField()
     rendered_sha256 = models.CharField(max_length=64)
+    corrections = models.JSONField(default=list, blank=True, help_text="Correction lines rendered after the items.")
     token_estimate = models.PositiveIntegerField(default=0)
     considered_count = models.PositiveIntegerField(default=0)
     returned_count = models.PositiveIntegerField(default=0)
@@ -486,7 +504,7 @@ class RecallTrace(AudienceColumns):
 
 
 class RecallTraceItem(models.Model):
-    """One item a recall returned, with its scores and reason, immutable."""
+    """One item a recall rendered, with its scores, its reason and the labels it was shown with, immutable."""
 
     trace = models.ForeignKey(RecallTrace, on_delete=models.CASCADE, related_name="items")
     position = models.PositiveIntegerField()
@@ -497,8 +515,11 @@ class RecallTraceItem(models.Model):
     components = models.JSONField(default=dict)
     reason = models.CharField(max_length=300)
     carried = models.BooleanField(default=False)
-    blocked = models.BooleanField(default=False)
+    blocked_reason = models.CharField(max_length=64, blank=True, default="", help_text="Empty unless withheld.")
     conflicts = ArrayField(models.BigIntegerField(), blank=True, default=list)
+    # The labels exactly as rendered: a later rename must not change what the trace says was shown.
+    subject_label = models.CharField(max_length=300, blank=True, default="")
+    source_label = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["trace", "position"], name="trace_item_unique_position")]

@@ -1,0 +1,141 @@
+"""Candidate arms. Each starts from the eligible set (``el``) and may only narrow it; each returns at
+most ``ARM_CAP`` candidates as (revision id, rank, arm score).
+
+The SQL arms run as one statement (one round trip; PostgreSQL evaluates each branch against the
+inlined eligibility predicate, driving from its own index). Provider arms (semantic search) sit
+behind :class:`CandidateProvider` and run beside it under a shared deadline; whatever they return is
+revalidated against the eligible set when candidates are hydrated, so a provider can never add a row
+eligibility removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.db import connection
+
+from memory.retrieval.eligibility import EligibleRevisions
+from memory.retrieval.query import RecallQuery
+
+ARM_CAP = 200
+
+#: Statements that ask about ownership: "has", "owns", "drives", "uses", without a negated or past form.
+OWNERSHIP_PATTERN = r"\m(has|have|owns|own|drives|drive|uses|use|rides)\M"
+NEGATED_OWNERSHIP_PATTERN = r"\m(not|no longer|never|used to|sold|formerly)\M"
+
+#: Anchor weights (spec 001): exact subject 1.0 > ownership 0.5 > type-only 0.25.
+OWNERSHIP_ANCHOR = 0.5
+TYPE_ANCHOR = 0.25
+
+
+@dataclass(frozen=True)
+class ArmHit:
+    arm: str
+    revision_id: int
+    rank: int
+    score: float
+
+
+class CandidateProvider(Protocol):
+    """A non-SQL candidate source (semantic search). It receives the eligible set to search within."""
+
+    name: str
+
+    def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]: ...
+
+
+def sql_arms(
+    eligible: EligibleRevisions, query: RecallQuery, *, delta_after: int | None = None
+) -> tuple[list[ArmHit], int]:
+    """Run every applicable SQL arm in one statement. Returns the hits and the unknown-withheld count.
+
+    ``delta_after`` adds the delta arm: beliefs written after a session snapshot's watermark.
+    """
+    params: dict[str, Any] = {
+        **eligible.params(),
+        "q_text": query.text,
+        "q_subjects": list(query.subject_ids),
+        "q_requester": query.subject_ids[0] if query.subject_ids else None,
+        "q_types": list(query.anchor_types),
+        "q_cap": ARM_CAP,
+        "q_delta_after": delta_after,
+    }
+    branches: list[str] = []
+    if not query.empty:
+        branches.append(
+            "SELECT 'lexical' AS arm, revision_id, rank, score FROM ("
+            " SELECT el.revision_id, row_number() OVER (ORDER BY ts_rank_cd(d.tsv, q.q) DESC, el.revision_id) AS rank,"
+            " ts_rank_cd(d.tsv, q.q)::float8 AS score"
+            " FROM el JOIN memory_revisionsearchdocument d ON d.revision_id = el.revision_id,"
+            " (SELECT engram_search_query(%(q_text)s) AS q) q"
+            " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q"
+            " ORDER BY rank LIMIT %(q_cap)s) lexical"
+        )
+    if query.subject_ids:
+        branches.append(
+            "SELECT 'subject', revision_id, rank, 1.0 FROM ("
+            " SELECT el.revision_id, row_number() OVER (ORDER BY (el.subject_id = %(q_requester)s) DESC,"
+            " el.salience DESC, el.recorded_at DESC, el.revision_id) AS rank"
+            " FROM el WHERE el.subject_id = ANY(%(q_subjects)s::bigint[]) ORDER BY rank LIMIT %(q_cap)s) subject"
+        )
+    if eligible.perspective.conversation_id is not None:
+        branches.append(
+            "SELECT 'conversation', revision_id, rank, 1.0 FROM ("
+            " SELECT el.revision_id, row_number() OVER (ORDER BY el.recorded_at DESC, el.revision_id) AS rank"
+            " FROM el WHERE el.restricted_to_conversation_id = %(el_conversation)s OR EXISTS ("
+            "  SELECT 1 FROM memory_memoryevidence ev JOIN history_message m ON m.id = ev.message_id"
+            "  WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)"
+            " ORDER BY rank LIMIT %(q_cap)s) conversation"
+        )
+    branches.append(
+        "SELECT 'always_on', revision_id, rank, 1.0 FROM ("
+        " SELECT el.revision_id, row_number() OVER (ORDER BY el.salience DESC, el.revision_id) AS rank"
+        " FROM el WHERE el.always_on ORDER BY rank LIMIT %(q_cap)s) always_on"
+    )
+    if query.subject_ids and (query.anchor_types or query.owned_resources):
+        ownership = (
+            f"(el.belief_type IN ('user_model_attr', 'resource', 'project_fact') AND el.body ~* '{OWNERSHIP_PATTERN}'"
+            f" AND el.body !~* '{NEGATED_OWNERSHIP_PATTERN}')"
+            if query.owned_resources
+            else "FALSE"
+        )
+        branches.append(
+            "SELECT 'anchor', revision_id, rank, score FROM ("
+            f" SELECT el.revision_id, CASE WHEN {ownership} THEN {OWNERSHIP_ANCHOR} ELSE {TYPE_ANCHOR} END AS score,"
+            f" row_number() OVER (ORDER BY ({ownership}) DESC, el.salience DESC, el.revision_id) AS rank"
+            " FROM el WHERE el.subject_id = %(q_requester)s"
+            f" AND (el.belief_type = ANY(%(q_types)s::text[]) OR {ownership})"
+            " ORDER BY rank LIMIT %(q_cap)s) anchor"
+        )
+    if query.empty:
+        branches.append(
+            "SELECT 'recency', revision_id, rank, 1.0 FROM ("
+            " SELECT el.revision_id, row_number() OVER (ORDER BY el.recorded_at DESC, el.revision_id DESC) AS rank"
+            " FROM el ORDER BY rank LIMIT %(q_cap)s) recency"
+        )
+    if delta_after is not None:
+        branches.append(
+            "SELECT 'delta', revision_id, rank, 1.0 FROM ("
+            " SELECT el.revision_id, row_number() OVER (ORDER BY el.revision_id DESC) AS rank"
+            " FROM el WHERE el.revision_id > %(q_delta_after)s ORDER BY rank LIMIT %(q_cap)s) delta"
+        )
+    withheld = "0"
+    if not query.empty:
+        withheld = (
+            f"(SELECT count(*) FROM ({eligible.withheld_unknown_sql()}) wu"
+            " JOIN memory_revisionsearchdocument d ON d.revision_id = wu.revision_id"
+            " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ engram_search_query(%(q_text)s))"
+        )
+    sql = (
+        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits AS ({' UNION ALL '.join(branches)}) "
+        f"SELECT arm, revision_id, rank, score, {withheld} AS withheld FROM hits "
+        f"UNION ALL SELECT NULL, NULL, NULL, NULL, {withheld} WHERE NOT EXISTS (SELECT 1 FROM hits)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    hits = [ArmHit(arm, int(rid), int(rank), float(score)) for arm, rid, rank, score, _ in rows if arm is not None]
+    withheld_count = int(rows[0][4]) if rows else 0
+    return hits, withheld_count

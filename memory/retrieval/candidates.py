@@ -1,0 +1,106 @@
+"""Hydrating candidates from canonical rows, through the eligible set again.
+
+Arms return ids; the text and attributes shown to anyone are read here, after authorization, from
+``memory_memoryrevision`` itself (never from an index row). Because the hydration query is the
+eligibility subquery narrowed to the candidate ids, it is also the revalidation step: an id a
+provider returned that eligibility does not admit simply does not come back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection
+
+from memory.retrieval.eligibility import EligibleRevisions
+
+
+@dataclass
+class Candidate:
+    revision_id: int
+    entry_id: int
+    number: int
+    body: str
+    subject_id: int | None
+    source_actor_id: int | None
+    belief_type: str
+    portability: str
+    origin_scope: str
+    confidence: float
+    authority: str
+    salience: float
+    always_on: bool
+    lifecycle: str
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    restricted_to_conversation_id: int | None
+    supersedes_id: int | None
+    utility: float
+    last_used_at: datetime | None
+    flagged_for_review: bool
+    evidence_count: int
+    source_message_id: int | None
+    #: arm name -> rank within that arm
+    arms: dict[str, int] = field(default_factory=dict)
+    arm_scores: dict[str, float] = field(default_factory=dict)
+    components: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+    reason: str = ""
+    carried: bool = False
+    band: str = "low"
+    blocked: str = ""
+    conflicts: list[int] = field(default_factory=list)
+    near_duplicate: bool = False
+
+    @property
+    def order_key(self) -> tuple[float, int]:
+        """Total order for rendering: score descending, then revision id ascending."""
+        return (-round(self.score, 9), self.revision_id)
+
+
+_HYDRATE = """
+WITH el AS NOT MATERIALIZED ({eligible})
+SELECT el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source_actor_id, el.belief_type,
+       el.portability, el.origin_scope, el.confidence, el.authority, el.salience, el.always_on, el.lifecycle,
+       el.valid_from, el.valid_to, el.recorded_at, el.restricted_to_conversation_id, el.supersedes_id,
+       el.utility, el.last_used_at, el.flagged_for_review,
+       (SELECT count(*) FROM memory_memoryevidence ev WHERE ev.revision_id = el.revision_id) AS evidence_count,
+       (SELECT min(ev.message_id) FROM memory_memoryevidence ev
+         WHERE ev.revision_id = el.revision_id AND ev.kind = 'source_message') AS source_message_id
+FROM el
+WHERE el.revision_id = ANY(%(candidate_ids)s::bigint[])
+"""
+
+
+def hydrate(eligible: EligibleRevisions, revision_ids: Iterable[int]) -> dict[int, Candidate]:
+    ids = sorted(set(revision_ids))
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_HYDRATE.format(eligible=eligible.sql()), {**eligible.params(), "candidate_ids": ids})
+        columns = [c.name for c in cursor.description or ()]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    return {row["revision_id"]: Candidate(**row) for row in rows}
+
+
+def unresolved_conflicts(agent_id: int, revision_ids: Iterable[int]) -> dict[int, list[int]]:
+    """For each given revision, the revisions it has an unresolved conflict with (read both ways)."""
+    ids = sorted(set(revision_ids))
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT revision_a_id, revision_b_id FROM memory_revisionconflict"
+            " WHERE agent_id = %s AND resolved_at IS NULL"
+            " AND (revision_a_id = ANY(%s::bigint[]) OR revision_b_id = ANY(%s::bigint[]))",
+            [agent_id, ids, ids],
+        )
+        pairs = cursor.fetchall()
+    partners: dict[int, list[int]] = {}
+    for a, b in pairs:
+        partners.setdefault(a, []).append(b)
+        partners.setdefault(b, []).append(a)
+    return {k: sorted(v) for k, v in partners.items()}

@@ -1,0 +1,60 @@
+"""Collapse and diversify the ranked set before it is packed.
+
+- Never show a revision beside the one that superseded it.
+- Unresolved conflicts are returned together, each marked with its partners' ids; a partner is kept
+  whichever of the two the ranking preferred, and is exempt from the per-subject cap.
+- At most ``per_subject`` items per subject, so one much-discussed person cannot take the budget.
+- Exact restatements are trimmed (the higher-scored one stays); merely similar items are kept but
+  carry the near-duplicate penalty, so a genuine second fact about one subject is not deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from memory.retrieval.candidates import Candidate
+
+WORDS = re.compile(r"[a-z0-9]+")
+NEAR_DUPLICATE_JACCARD = 0.8
+
+
+def restatement_key(candidate: Candidate) -> tuple[int | None, str]:
+    return (candidate.subject_id, " ".join(WORDS.findall(candidate.body.lower())))
+
+
+def mark_near_duplicates(ranked: list[Candidate]) -> None:
+    """Flag items whose word set nearly equals a higher-ranked item's (penalised, not removed)."""
+    seen: list[set[str]] = []
+    for candidate in ranked:
+        words = set(WORDS.findall(candidate.body.lower()))
+        candidate.near_duplicate = any(
+            words and other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD and words != other
+            for other in seen
+        )
+        seen.append(words)
+
+
+def collapse(ranked: list[Candidate], *, per_subject: int) -> list[Candidate]:
+    """``ranked`` is in final order; returns the kept items in the same order."""
+    present = {c.revision_id for c in ranked}
+    superseded = {c.supersedes_id for c in ranked if c.supersedes_id in present}
+    partners = {c.revision_id for c in ranked if any(p in present for p in c.conflicts)}
+    kept: list[Candidate] = []
+    restatements: set[tuple[int | None, str]] = set()
+    per_subject_count: Counter[int] = Counter()
+    for candidate in ranked:
+        if candidate.revision_id in superseded:
+            continue
+        key = restatement_key(candidate)
+        if key in restatements:
+            continue
+        is_partner = candidate.revision_id in partners
+        if candidate.subject_id is not None and not is_partner:
+            if per_subject_count[candidate.subject_id] >= per_subject:
+                continue
+            per_subject_count[candidate.subject_id] += 1
+        restatements.add(key)
+        candidate.conflicts = [p for p in candidate.conflicts if p in present]
+        kept.append(candidate)
+    return kept

@@ -1,0 +1,186 @@
+"""Hard eligibility: the only place that decides which memory revisions a perspective may see.
+
+Every reader starts from :class:`EligibleRevisions` and may only narrow it: the recall arms, the
+delta, correction lines, the trace view and admin previews all embed its SQL and add conditions of
+their own; none writes its own visibility rule. A row is eligible for a turn only if, in SQL:
+
+1. it belongs to the turn's agent (the first term of every predicate);
+2. its entry is live and the revision is the entry's current one (or, for a historical query, the
+   one current at ``known_at`` and valid at ``as_of``), its lifecycle admits live recall, and
+   ``valid_from <= as_of < valid_to``;
+3. its source audience may be disclosed to the destination audience (``engram_audience_allows``),
+   or a live sharing grant for that revision may be;
+4. its lineage is clean: a revision's source audience already folds in every source it was built
+   from, most restrictive wins, when it was written (``memory.services``);
+5. explicit restrictions hold: a revision restricted to one conversation appears only there, and a
+   ``local`` revision from another project only when the query names its subject.
+
+Rows withheld because their provenance is unknown are never returned; :meth:`withheld_unknown_sql`
+only counts them, for the audit's ``eligibility_withheld_unknown``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import IdentityLink
+from history.audience import Audience
+from history.models import Conversation, Turn
+
+#: Columns every eligible row exposes to the arms (``el.<name>``).
+ELIGIBLE_COLUMNS = (
+    "r.id AS revision_id, r.entry_id, r.number, r.body, r.subject_id, r.source_actor_id, r.belief_type, "
+    "r.portability, r.origin_scope, r.confidence, r.authority, r.salience, r.always_on, r.lifecycle, "
+    "r.valid_from, r.valid_to, r.recorded_at, r.restricted_to_conversation_id, r.supersedes_id, "
+    "e.utility, e.last_used_at, e.flagged_for_review"
+)
+
+
+@dataclass(frozen=True)
+class Perspective:
+    """Who is asking, bound from credentials and the turn, never from request arguments."""
+
+    agent_id: int
+    destination: Audience
+    conversation_id: int | None = None
+    requester_id: int | None = None
+    project: str = ""
+    #: Actors joined to the destination's single reader by verified, unrevoked identity links.
+    linked_readers: tuple[int, ...] = ()
+
+
+def linked_readers_for(agent_id: int, destination: Audience) -> tuple[int, ...]:
+    """Actors a verified, unrevoked identity link joins to a direct destination's one reader."""
+    if not destination.is_direct:
+        return ()
+    reader = destination.readers[0]
+    links = IdentityLink.objects.filter(
+        Q(actor_a_id=reader) | Q(actor_b_id=reader), agent_id=agent_id, revoked_at__isnull=True
+    ).values_list("actor_a_id", "actor_b_id")
+    return tuple(sorted({a if b == reader else b for a, b in links}))
+
+
+def perspective_for_turn(turn: Turn, *, project: str | None = None) -> Perspective:
+    conversation = turn.session.conversation
+    return Perspective(
+        agent_id=turn.agent_id,
+        destination=turn.audience,
+        conversation_id=conversation.pk,
+        requester_id=turn.requester_id,
+        project=conversation.project if project is None else project,
+        linked_readers=linked_readers_for(turn.agent_id, turn.audience),
+    )
+
+
+def perspective_for_conversation(conversation: Conversation, *, requester_id: int | None = None) -> Perspective:
+    """The perspective of a turn in ``conversation`` as it stands now (snapshots, previews)."""
+    return Perspective(
+        agent_id=conversation.agent_id,
+        destination=conversation.audience,
+        conversation_id=conversation.pk,
+        requester_id=requester_id,
+        project=conversation.project,
+        linked_readers=linked_readers_for(conversation.agent_id, conversation.audience),
+    )
+
+
+@dataclass(frozen=True)
+class EligibleRevisions:
+    """The eligible base set for one perspective, as an SQL subquery with named parameters.
+
+    ``as_of`` / ``known_at`` make the query historical: the revision current at ``known_at`` (default
+    now) and valid at ``as_of`` (default now), superseded and expired lifecycles included.
+    """
+
+    perspective: Perspective
+    as_of: datetime | None = None
+    known_at: datetime | None = None
+    include_provisional: bool = True
+    named_subject_ids: tuple[int, ...] = ()
+    now: datetime = field(default_factory=timezone.now)
+
+    @property
+    def historical(self) -> bool:
+        return self.as_of is not None or self.known_at is not None
+
+    def params(self) -> dict[str, Any]:
+        d = self.perspective.destination
+        return {
+            "el_agent": self.perspective.agent_id,
+            "el_as_of": self.as_of or self.now,
+            "el_known_at": self.known_at or self.now,
+            "el_d_kind": str(d.kind),
+            "el_d_namespace": d.namespace,
+            "el_d_readers": list(d.readers),
+            "el_d_linked": list(self.perspective.linked_readers),
+            "el_conversation": self.perspective.conversation_id,
+            "el_project": self.perspective.project,
+            "el_named_subjects": list(self.named_subject_ids),
+        }
+
+    def sql(self) -> str:
+        """``SELECT <ELIGIBLE_COLUMNS> FROM ... WHERE <every eligibility rule>``; alias it ``el``."""
+        return self._select(self._audience_or_grant())
+
+    def withheld_unknown_sql(self) -> str:
+        """Rows passing every rule but the audience one because their provenance is unknown. Count only."""
+        return self._select("r.audience_kind = 'unknown'")
+
+    def _select(self, disclosure: str) -> str:
+        return f"SELECT {ELIGIBLE_COLUMNS} FROM {self._current_revisions()} WHERE {self._common()} AND {disclosure}"
+
+    def _current_revisions(self) -> str:
+        if not self.historical:
+            return (
+                "memory_memoryentry e JOIN memory_memoryrevision r "
+                "ON r.id = e.current_revision_id AND r.agent_id = %(el_agent)s"
+            )
+        # The revision current at known_at that held at as_of: later revisions recorded after
+        # known_at are unknown to the query; earlier ones whose validity ended are not "then".
+        return (
+            "memory_memoryentry e CROSS JOIN LATERAL ("
+            " SELECT * FROM memory_memoryrevision h"
+            " WHERE h.entry_id = e.id AND h.agent_id = %(el_agent)s AND h.recorded_at <= %(el_known_at)s"
+            " AND h.valid_from <= %(el_as_of)s AND (h.valid_to IS NULL OR h.valid_to > %(el_as_of)s)"
+            " ORDER BY h.number DESC LIMIT 1) r"
+        )
+
+    def _common(self) -> str:
+        if self.historical:
+            # What held then: superseded and expired revisions are history, not noise.
+            entry_state = (
+                "e.created_at <= %(el_known_at)s AND (e.forgotten_at IS NULL OR e.forgotten_at > %(el_known_at)s)"
+            )
+            lifecycle = "TRUE" if self.include_provisional else "r.lifecycle <> 'provisional'"
+        else:
+            entry_state = "e.status = 'live'"
+            allowed = "('active', 'provisional')" if self.include_provisional else "('active')"
+            lifecycle = (
+                f"r.lifecycle IN {allowed}"
+                " AND r.valid_from <= %(el_as_of)s AND (r.valid_to IS NULL OR r.valid_to > %(el_as_of)s)"
+                # A revision another live entry explicitly superseded is no longer current knowledge.
+                " AND NOT EXISTS (SELECT 1 FROM memory_memoryrevision s"
+                " JOIN memory_memoryentry se ON se.current_revision_id = s.id AND se.status = 'live'"
+                " WHERE s.supersedes_id = r.id AND s.entry_id <> r.entry_id)"
+            )
+        return (
+            f"e.agent_id = %(el_agent)s AND {entry_state} AND {lifecycle}"
+            " AND (r.restricted_to_conversation_id IS NULL OR r.restricted_to_conversation_id = %(el_conversation)s)"
+            " AND (r.portability <> 'local' OR r.origin_scope = '' OR r.origin_scope = %(el_project)s"
+            " OR r.subject_id = ANY(%(el_named_subjects)s::bigint[]))"
+        )
+
+    @staticmethod
+    def _audience_or_grant() -> str:
+        destination = "%(el_d_kind)s, %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[]"
+        return (
+            "(engram_audience_allows(r.audience_kind, r.audience_namespace, r.audience_readers, "
+            f"{destination}) OR EXISTS (SELECT 1 FROM memory_sharinggrant g WHERE g.revision_id = r.id "
+            "AND g.agent_id = %(el_agent)s AND g.revoked_at IS NULL AND engram_audience_allows("
+            f"g.audience_kind, g.audience_namespace, g.audience_readers, {destination})))"
+        )

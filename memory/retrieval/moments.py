@@ -1,0 +1,155 @@
+"""The three retrieval moments, each a call of the one retrieval service with its own budget.
+
+- **Session snapshot**: built once when a session opens, profile ``core``, no provisional beliefs,
+  two thirds of its items reserved for durable beliefs about the people in the conversation. Its
+  bytes are frozen on the session for the session's life (byte-stable prompt prefix).
+- **In-turn recall**: profile ``task``, into the user turn; it adds the *delta* (beliefs written
+  after the snapshot's watermark) and *correction lines* for snapshot items amended or forgotten
+  since, so the frozen prefix is never rewritten yet never silently wrong.
+- **Child runs**: a child session gets its own small snapshot budget, never a copy of the parent's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from django.db import transaction
+from django.db.models import Max
+
+from accounts.models import Actor
+from history.models import Message, Session, SessionKind, Turn
+from memory.models import EntryStatus, MemoryRevision, RecallMoment, RecallTrace, short_id
+from memory.retrieval.arms import CandidateProvider
+from memory.retrieval.candidates import hydrate
+from memory.retrieval.eligibility import (
+    EligibleRevisions,
+    Perspective,
+    perspective_for_conversation,
+    perspective_for_turn,
+)
+from memory.retrieval.query import RecallQuery, form_query
+from memory.retrieval.service import Budget, RecallResult, recall, task_budget
+
+SNAPSHOT_BUDGETS = {
+    SessionKind.INTERACTIVE: Budget(max_items=40, max_tokens=1_500),
+    SessionKind.ASYNC: Budget(max_items=80, max_tokens=3_000),
+    SessionKind.CHILD: Budget(max_items=15, max_tokens=500),
+}
+#: How many earlier messages of the conversation the query former may read.
+RECENT_MESSAGES = 4
+
+
+def store_head(agent_id: int) -> int:
+    """The memory store's position: the newest revision id of the agent (0 when empty)."""
+    return MemoryRevision.objects.filter(agent_id=agent_id).aggregate(head=Max("id"))["head"] or 0
+
+
+@transaction.atomic
+def session_snapshot(
+    *, session: Session, requester_id: int | None, goal: str = "", providers: Sequence[CandidateProvider] = ()
+) -> RecallResult | None:
+    """Take the session's frozen snapshot, once. Returns None if the session already has one."""
+    session = Session.objects.select_for_update().select_related("conversation").get(pk=session.pk)
+    if session.snapshot_sha256:
+        return None
+    # The watermark is the store head *before* the recall, so nothing written meanwhile is missed.
+    watermark = store_head(session.agent_id)
+    result = recall(
+        perspective=perspective_for_conversation(session.conversation, requester_id=requester_id),
+        query=RecallQuery(
+            text=goal,
+            subject_ids=(requester_id,) if requester_id is not None else (),
+            include_provisional=False,
+        ),
+        budget=SNAPSHOT_BUDGETS[SessionKind(session.kind)],
+        moment=RecallMoment.CHILD if session.kind == SessionKind.CHILD else RecallMoment.SNAPSHOT,
+        profile="core",
+        session=session,
+        providers=providers,
+        reserve_durable=True,
+    )
+    session.snapshot_text = result.rendered
+    session.snapshot_sha256 = result.rendered_sha256
+    session.watermark = watermark
+    session.save(update_fields=["snapshot_text", "snapshot_sha256", "watermark"])
+    return result
+
+
+def turn_recall(
+    *,
+    turn: Turn,
+    budget: Budget | None = None,
+    providers: Sequence[CandidateProvider] = (),
+) -> RecallResult:
+    """In-turn recall for ``turn``'s inbound message, with the snapshot delta and correction lines."""
+    session = turn.session
+    perspective = perspective_for_turn(turn)
+    inbound = Message.objects.get(pk=turn.inbound_message_id)
+    recent = list(
+        Message.objects.filter(conversation_id=inbound.conversation_id, created_at__lte=inbound.created_at)
+        .exclude(pk=inbound.pk)
+        .order_by("-created_at", "-id")
+        .values_list("body", flat=True)[:RECENT_MESSAGES]
+    )[::-1]
+    actors = Actor.objects.filter(connector__agent_id=turn.agent_id).only("display_name", "external_id")
+    query = form_query(
+        message=inbound.body, recent_texts=recent, requester_id=turn.requester_id, known_actors=list(actors)
+    )
+    has_snapshot = bool(session.snapshot_sha256)
+    return recall(
+        perspective=perspective,
+        query=query,
+        budget=budget or task_budget(),
+        moment=RecallMoment.IN_TURN,
+        profile="task",
+        session=session,
+        turn=turn,
+        providers=providers,
+        delta_after=session.watermark if has_snapshot else None,
+        corrections=snapshot_corrections(session, perspective) if has_snapshot else (),
+    )
+
+
+def snapshot_corrections(session: Session, perspective: Perspective) -> list[str]:
+    """One line per snapshot item amended or forgotten since the snapshot, in revision order.
+
+    A successor is named only if this turn may see it; otherwise the line says only that the old
+    belief no longer holds.
+    """
+    snapshot = (
+        RecallTrace.objects.filter(session=session, moment__in=[RecallMoment.SNAPSHOT, RecallMoment.CHILD])
+        .order_by("id")
+        .first()
+    )
+    if snapshot is None:
+        return []
+    items = snapshot.items.select_related("entry__current_revision").order_by("revision_id")
+    changed = [
+        item
+        for item in items
+        if item.entry.status == EntryStatus.FORGOTTEN or item.entry.current_revision_id != item.revision_id
+    ]
+    successors = [
+        item.entry.current_revision_id
+        for item in changed
+        if item.entry.status == EntryStatus.LIVE and item.entry.current_revision_id is not None
+    ]
+    visible = hydrate(EligibleRevisions(perspective), successors)
+    lines = []
+    for item in changed:
+        old = f"[{short_id(item.revision_id)}]"
+        entry = item.entry
+        if entry.status == EntryStatus.FORGOTTEN and entry.forgotten_at is not None:
+            lines.append(f"correction: {old} no longer holds as of {_iso(entry.forgotten_at)}; forgotten.")
+            continue
+        successor = entry.current_revision
+        if successor is None:
+            continue
+        named = f" by [{short_id(successor.pk)}]" if successor.pk in visible else ""
+        lines.append(f"correction: {old} no longer holds as of {_iso(successor.recorded_at)}; superseded{named}.")
+    return lines
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,180 @@
+"""Fusion and ranking: an explicit, versioned weight vector over inspectable features.
+
+Arms are fused by reciprocal rank (``Σ 1/(60 + rank)``) so that an arm can be added without
+recalibrating the others; the fused relevance is one feature among several. Weights are
+configuration, recorded as the policy version on every trace; each item keeps its components and a
+one-line reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from memory.models import Authority, BeliefType, Lifecycle, Portability
+from memory.retrieval.candidates import Candidate
+from memory.retrieval.query import RecallQuery
+
+POLICY_VERSION = "retrieval@1"
+RRF_K = 60
+
+#: Arms whose ranks say "this text answers the query". Subject and conversation only boost.
+RELEVANCE_ARMS = ("lexical", "semantic")
+#: Arms whose items bypass the relevance requirement of a non-empty query.
+STANDING_ARMS = ("always_on", "delta")
+
+
+@dataclass(frozen=True)
+class Weights:
+    match: float
+    subject: float
+    conversation: float
+    salience: float
+    confidence: float
+    reinforce: float
+    authority: float
+    scope: float
+    utility: float
+    penalty: float
+    floor: float
+
+
+PROFILES: dict[str, Weights] = {
+    # In-turn recall and the recall verb: relevance to the query dominates.
+    "task": Weights(
+        match=0.50,
+        subject=0.10,
+        conversation=0.05,
+        salience=0.05,
+        confidence=0.10,
+        reinforce=0.04,
+        authority=0.05,
+        scope=0.08,
+        utility=0.03,
+        penalty=0.30,
+        floor=0.30,
+    ),
+    # The session snapshot: there is no query, so durability and authority decide.
+    "core": Weights(
+        match=0.0,
+        subject=0.25,
+        conversation=0.05,
+        salience=0.20,
+        confidence=0.18,
+        reinforce=0.08,
+        authority=0.12,
+        scope=0.09,
+        utility=0.03,
+        penalty=0.30,
+        floor=0.30,
+    ),
+}
+
+LIFECYCLE_WEIGHT: dict[str, float] = {
+    Lifecycle.ACTIVE: 1.0,
+    Lifecycle.PROVISIONAL: 0.4,
+    Lifecycle.SUPERSEDED: 1.0,
+    Lifecycle.EXPIRED: 1.0,
+}
+AUTHORITY_WEIGHT: dict[str, float] = {Authority.USER_STATED: 1.0, Authority.AFFIRMED: 0.7, Authority.INFERRED: 0.4}
+#: Scope affinity of a belief carried out of its origin project, by portability class.
+CARRIED_AFFINITY: dict[str, float] = {Portability.PORTABLE: 0.9, Portability.CONTEXTUAL: 0.6, Portability.LOCAL: 0.3}
+#: Confidence discount applied to carried beliefs' bands, so they never read as local facts.
+CARRIED_CONFIDENCE: dict[str, float] = {Portability.PORTABLE: 1.0, Portability.CONTEXTUAL: 0.8, Portability.LOCAL: 0.6}
+#: Reinforcement half-life-like decay constant per belief type, in days.
+DECAY_DAYS: dict[str, float] = {
+    BeliefType.PREFERENCE: 365,
+    BeliefType.USER_MODEL_ATTR: 730,
+    BeliefType.RELATIONSHIP: 730,
+    BeliefType.INSTRUCTION: 365,
+    BeliefType.SKILL: 365,
+    BeliefType.PROJECT_FACT: 120,
+    BeliefType.DECISION: 180,
+    BeliefType.RESOURCE: 90,
+    BeliefType.STATUS: 14,
+    BeliefType.EVENT: 30,
+}
+EVIDENCE_SATURATION = 10
+
+
+def is_carried(candidate: Candidate, project: str) -> bool:
+    return bool(candidate.origin_scope) and candidate.origin_scope != project
+
+
+def band(candidate: Candidate) -> str:
+    effective = candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0)
+    if candidate.carried:
+        effective *= CARRIED_CONFIDENCE.get(candidate.portability, 1.0)
+    if effective >= 0.75:
+        return "high"
+    if effective >= 0.45:
+        return "medium"
+    return "low"
+
+
+def fused_match(candidate: Candidate, arms_run: set[str]) -> float:
+    """Reciprocal-rank fusion over the relevance arms, normalised to [0, 1], or the anchor weight if higher."""
+    relevance = [arm for arm in RELEVANCE_ARMS if arm in arms_run]
+    fused = sum(1.0 / (RRF_K + candidate.arms[arm]) for arm in relevance if arm in candidate.arms)
+    best_possible = len(relevance) / (RRF_K + 1) if relevance else 1.0
+    return max(fused / best_possible, candidate.arm_scores.get("anchor", 0.0))
+
+
+def score(
+    candidate: Candidate, *, query: RecallQuery, profile: str, project: str, arms_run: set[str], now: datetime
+) -> None:
+    """Compute the features, the weighted score and the reason, in place."""
+    weights = PROFILES[profile]
+    requester = query.subject_ids[0] if query.subject_ids else None
+    candidate.carried = is_carried(candidate, project)
+    age_days = max(0.0, (now - candidate.recorded_at).total_seconds() / 86_400)
+    features = {
+        "match": fused_match(candidate, arms_run) if not query.empty else 0.0,
+        "subject": 1.0
+        if candidate.subject_id is not None and candidate.subject_id == requester
+        else 0.8
+        if candidate.subject_id in query.named_subject_ids
+        else 0.0,
+        "conversation": 1.0 if "conversation" in candidate.arms else 0.0,
+        "salience": candidate.salience,
+        "confidence": candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0),
+        "reinforce": min(1.0, math.log1p(candidate.evidence_count) / math.log1p(EVIDENCE_SATURATION))
+        * math.exp(-age_days / DECAY_DAYS.get(candidate.belief_type, 180)),
+        "authority": AUTHORITY_WEIGHT.get(candidate.authority, 0.4),
+        "scope": CARRIED_AFFINITY.get(candidate.portability, 0.3) if candidate.carried else 1.0,
+        "utility": 1.0 / (1.0 + math.exp(-candidate.utility)),
+        "penalty": min(
+            1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)
+        ),
+    }
+    w = asdict(weights)
+    total = sum(w[name] * value for name, value in features.items() if name != "penalty")
+    total -= weights.penalty * features["penalty"]
+    candidate.components = {name: round(value, 4) for name, value in features.items()}
+    candidate.score = round(total, 6)
+    candidate.band = band(candidate)
+    candidate.reason = _reason(candidate, features)
+
+
+def passes_relevance(candidate: Candidate, *, query: RecallQuery, profile: str) -> bool:
+    """Non-empty task queries need lexical/semantic relevance (or an anchor); standing items are exempt.
+    Below the profile's floor an item is dropped even if budget is left."""
+    if any(arm in candidate.arms for arm in STANDING_ARMS):
+        return True
+    if profile == "task" and not query.empty and candidate.components.get("match", 0.0) <= 0.0:
+        return False
+    return candidate.score >= PROFILES[profile].floor
+
+
+def _reason(candidate: Candidate, features: dict[str, float]) -> str:
+    parts = [f"{arm} #{rank}" for arm, rank in sorted(candidate.arms.items(), key=lambda kv: (kv[1], kv[0]))]
+    if features["subject"] >= 1.0:
+        parts.append("about the requester")
+    elif features["subject"] > 0:
+        parts.append("about someone named")
+    if candidate.carried:
+        parts.append(f"carried from {candidate.origin_scope}")
+    if features["penalty"]:
+        parts.append("penalised (flagged or near-duplicate)")
+    return ", ".join(parts)[:300]

@@ -1,0 +1,98 @@
+"""Packing and rendering: deterministic, trust-labelled, byte-stable.
+
+Whole items are packed into a count cap and a token allowance, highest score first; an item that
+does not fit is skipped whole, never truncated into a different claim. The block has a total order
+(score descending, revision id ascending), confidence bands instead of floats, and no volatile
+field: the only timestamp is an explicit historical ``as_of``. Actor labels are rendered from the
+current actor rows, so a rename changes the rendering and nothing stored. The same belief set
+renders to the same bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.models import short_id
+from memory.retrieval.candidates import Candidate
+
+AUTHORITY_LABEL = {"user_stated": "user-stated", "affirmed": "affirmed", "inferred": "inferred"}
+#: Fixed per-item overhead the estimate adds for attribution and JSON framing.
+ITEM_OVERHEAD_TOKENS = 8
+MIN_ALLOWANCE, MAX_ALLOWANCE = 256, 32_768
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative upper-bound estimate: one token per three UTF-8 bytes, and never fewer than
+    the word count. Typical English runs near four characters per token, so this over-counts."""
+    encoded = len(text.encode("utf-8"))
+    return max(math.ceil(encoded / 3), len(text.split())) + ITEM_OVERHEAD_TOKENS
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Current display labels of actors, keyed by actor id."""
+
+    by_actor: Mapping[int, str]
+
+    def of(self, actor_id: int | None) -> str | None:
+        return self.by_actor.get(actor_id) if actor_id is not None else None
+
+
+def render_line(item: Candidate, labels: Labels) -> str:
+    ident = f"[{short_id(item.revision_id)}]"
+    if item.blocked:
+        return f"{ident} [BLOCKED] withheld: {item.blocked}."
+    parts = [ident]
+    if item.carried:
+        parts.append(f"(learned in {item.origin_scope})")
+    subject = labels.of(item.subject_id)
+    statement = item.body.replace("\n", " ").strip()
+    parts.append(f"about {subject}: {statement}" if subject else statement)
+    authority = AUTHORITY_LABEL.get(item.authority, item.authority)
+    source = labels.of(item.source_actor_id)
+    if source and item.source_actor_id != item.subject_id:
+        authority = f"{authority} by {source}"
+    parts.append(f"({authority}, {item.band})")
+    if item.conflicts:
+        parts.append("conflicts=[" + ", ".join(short_id(p) for p in item.conflicts) + "]")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Packed:
+    items: list[Candidate]
+    lines: list[str]
+    tokens: int
+    dropped_for_budget: list[int]
+
+
+def pack(ranked: Sequence[Candidate], labels: Labels, *, max_items: int, max_tokens: int) -> Packed:
+    """Fit whole items, in order, into both caps. Skipped items are recorded, never cut."""
+    items: list[Candidate] = []
+    lines: list[str] = []
+    used = 0
+    dropped: list[int] = []
+    for item in ranked:
+        line = render_line(item, labels)
+        cost = estimate_tokens(line)
+        if len(items) >= max_items or used + cost > max_tokens:
+            dropped.append(item.revision_id)
+            continue
+        items.append(item)
+        lines.append(line)
+        used += cost
+    return Packed(items=items, lines=lines, tokens=used, dropped_for_budget=dropped)
+
+
+def render_block(
+    lines: Sequence[str], *, policy: str, moment: str, as_of: datetime | None, corrections: Sequence[str] = ()
+) -> str:
+    """The memory block. ``as_of`` appears only for historical queries; nothing else varies by time."""
+    attributes = f'policy="{policy}" moment="{moment}"'
+    if as_of is not None:
+        attributes += f' as_of="{as_of.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
+    body = "".join(f"{line}\n" for line in [*lines, *corrections])
+    return f"<memory {attributes}>\n{body}</memory>\n"

@@ -1,0 +1,54 @@
+"""The safety pass: memory is data, never instructions, and secrets are never rendered.
+
+Each statement is scanned before rendering. An item that looks like a prompt injection, or that
+holds a credential, is replaced by a ``[BLOCKED]`` placeholder that keeps its id (so the user can
+inspect and correct it) and is counted in the trace; its text is never shown. Blocking is per item:
+one bad memory never suppresses the block.
+"""
+
+from __future__ import annotations
+
+import re
+
+INJECTION_PATTERNS = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|any|your|the)\b.{0,20}"
+        r"\b(instructions?|rules|prompts?|guidelines|directives)\b",
+        r"\byou are now\b",
+        r"\b(new|updated|real) (system )?instructions?\s*:",
+        r"\bsystem prompt\b",
+        r"</?\s*(system|assistant|developer|instructions?|memory)\s*>",
+        r"\b(jailbreak|developer mode|dan mode)\b",
+        r"\bact as (an?|the) (unrestricted|unfiltered|different)\b",
+        r"\b(reveal|print|output|leak) (your|the) (system prompt|instructions|hidden)\b",
+        r"\bdo not (tell|inform) the user\b",
+        r"\bgrant (me|yourself|the user) (admin|full|root)\b",
+    )
+]
+
+SECRET_PATTERNS = [
+    re.compile(p)
+    for p in (
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+        r"\bAKIA[0-9A-Z]{16}\b",
+        r"\b(sk|rk|pk)[-_](live|test|proj)?[-_]?[A-Za-z0-9]{20,}\b",
+        r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",
+        r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
+        r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\b",
+        r"\begk_[0-9a-f]{8}_[A-Za-z0-9_-]{20,}",
+        r"(?i)\b(password|passwd|passphrase|api[_ -]?key|secret|token)\b\s*(is|=|:)\s*\S{6,}",
+    )
+]
+
+INJECTION = "failed injection scan"
+SECRET = "contains a credential"
+
+
+def block_reason(text: str) -> str:
+    """Why ``text`` must not be rendered, or "" if it may be."""
+    if any(p.search(text) for p in SECRET_PATTERNS):
+        return SECRET
+    if any(p.search(text) for p in INJECTION_PATTERNS):
+        return INJECTION
+    return ""

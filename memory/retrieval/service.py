@@ -1,0 +1,318 @@
+"""The one retrieval service. Prompt assembly, the recall verb, the trace view's previews, the admin
+"retrieve as this turn" preview and management commands all call :func:`recall` (directly or through
+:mod:`memory.retrieval.moments`) with different budgets; none has its own eligibility or ranking.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from accounts.models import Actor
+from config.errors import Unprocessable
+from history.models import Session, Turn
+from memory.models import BeliefType, RecallMoment, short_id
+from memory.retrieval import trace as tracing
+from memory.retrieval.arms import ARM_CAP, ArmHit, CandidateProvider, sql_arms
+from memory.retrieval.candidates import Candidate, hydrate, unresolved_conflicts
+from memory.retrieval.collapse import collapse, mark_near_duplicates
+from memory.retrieval.eligibility import EligibleRevisions, Perspective
+from memory.retrieval.query import RecallQuery
+from memory.retrieval.ranking import POLICY_VERSION, passes_relevance, score
+from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
+from memory.retrieval.safety import block_reason
+
+#: Beliefs about who the person is and how they like to work: two thirds of a snapshot is theirs.
+DURABLE_TYPES = (BeliefType.USER_MODEL_ATTR, BeliefType.PREFERENCE, BeliefType.RELATIONSHIP)
+PER_SUBJECT_CAP = {"task": 4, "core": 8}
+PROVIDER_DEADLINE_S = 3.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_items: int
+    max_tokens: int
+
+    def __post_init__(self) -> None:
+        if not MIN_ALLOWANCE <= self.max_tokens <= MAX_ALLOWANCE:
+            raise Unprocessable(
+                f"the memory allowance must lie in [{MIN_ALLOWANCE}, {MAX_ALLOWANCE}] tokens", code="invalid_budget"
+            )
+        if self.max_items < 1:
+            raise Unprocessable("the item cap must be at least 1", code="invalid_budget")
+
+
+def task_budget(max_tokens: int | None = None, max_items: int = 12) -> Budget:
+    return Budget(max_items=max_items, max_tokens=max_tokens or settings.ENGRAM_MEMORY_TOKEN_ALLOWANCE)
+
+
+@dataclass(frozen=True)
+class RecalledItem:
+    """One rendered item as the API and tools see it: stable ids, subject, visibility-safe provenance."""
+
+    id: str
+    entry_id: int
+    revision_id: int
+    statement: str | None  # None when withheld by the safety pass
+    subject_id: int | None
+    subject: str | None
+    source_actor_id: int | None
+    source: str | None
+    belief_type: str
+    authority: str
+    confidence_band: str
+    origin_scope: str
+    carried: bool
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    source_message_id: int | None
+    score: float
+    components: dict[str, float]
+    reason: str
+    arms: list[str]
+    conflicts: list[str]
+    blocked: str
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    trace_id: int
+    rendered: str
+    rendered_sha256: str
+    items: list[RecalledItem]
+    tokens: int
+    considered: int
+    blocked: int
+    withheld_unknown: int
+    dropped_for_budget: int
+    degradation: str
+    corrections: list[str] = field(default_factory=list)
+
+
+def recall(
+    *,
+    perspective: Perspective,
+    query: RecallQuery,
+    budget: Budget,
+    moment: str = RecallMoment.TOOL,
+    profile: str = "task",
+    session: Session | None = None,
+    turn: Turn | None = None,
+    providers: Sequence[CandidateProvider] = (),
+    delta_after: int | None = None,
+    corrections: Sequence[str] = (),
+    reserve_durable: bool = False,
+) -> RecallResult:
+    """Select, render and trace the memories this perspective may see that are relevant to ``query``."""
+    started = time.perf_counter()
+    now = timezone.now()
+    eligible = EligibleRevisions(
+        perspective,
+        as_of=query.as_of,
+        known_at=query.known_at,
+        include_provisional=query.include_provisional,
+        named_subject_ids=query.named_subject_ids,
+        now=now,
+    )
+    arm_started = time.perf_counter()
+    hits, withheld_unknown = sql_arms(eligible, query, delta_after=delta_after)
+    arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3)}
+    provider_hits, degradation, provider_latency = _run_providers(providers, eligible, query)
+    arm_latency.update(provider_latency)
+    hits.extend(provider_hits)
+
+    pool = _candidates(eligible, hits)
+    arms_run = {hit.arm for hit in hits} | {p.name for p in providers}
+    partners = unresolved_conflicts(perspective.agent_id, pool)
+    for candidate in pool.values():
+        candidate.conflicts = [p for p in partners.get(candidate.revision_id, []) if p in pool]
+    ranked = _rank(pool.values(), query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now)
+    relevant = [c for c in ranked if passes_relevance(c, query=query, profile=profile)]
+    relevant_ids = {c.revision_id for c in relevant}
+    # A conflict is returned whole: a partner below the floor still stands beside its rival.
+    for candidate in ranked:
+        if candidate.revision_id not in relevant_ids and any(p in relevant_ids for p in candidate.conflicts):
+            relevant.append(candidate)
+    relevant.sort(key=lambda c: c.order_key)
+    selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile])
+    if reserve_durable:
+        selected = _reserve_durable(selected, budget)
+    for candidate in selected:
+        candidate.blocked = block_reason(candidate.body)
+
+    labels = _labels(selected)
+    packed = pack(selected, labels, max_items=budget.max_items, max_tokens=budget.max_tokens)
+    policy = POLICY_VERSION + "".join(query.policy_tags)
+    historical = query.as_of is not None or query.known_at is not None
+    as_of = (query.as_of or now).astimezone(UTC)
+    rendered = render_block(
+        packed.lines, policy=policy, moment=moment, as_of=as_of if historical else None, corrections=corrections
+    )
+    trace = tracing.record(
+        perspective=perspective,
+        moment=moment,
+        profile=profile,
+        policy=policy,
+        query_text=query.text,
+        as_of=as_of,
+        historical=historical,
+        rendered=rendered,
+        items=packed.items,
+        labels=labels,
+        corrections=corrections,
+        tokens=packed.tokens,
+        considered=len(pool),
+        withheld_unknown=withheld_unknown,
+        degradation=degradation,
+        arms={"latency_ms": arm_latency, "hits": _arm_counts(hits)},
+        candidate_ids=sorted(pool),
+        dropped_ids=packed.dropped_for_budget,
+        session=session,
+        turn=turn,
+        cost_ms=(time.perf_counter() - started) * 1000,
+    )
+    return RecallResult(
+        trace_id=trace.pk,
+        rendered=rendered,
+        rendered_sha256=trace.rendered_sha256,
+        items=[_recalled_item(c, labels) for c in packed.items],
+        tokens=packed.tokens,
+        considered=len(pool),
+        blocked=sum(1 for c in packed.items if c.blocked),
+        withheld_unknown=withheld_unknown,
+        dropped_for_budget=len(packed.dropped_for_budget),
+        degradation=degradation,
+        corrections=list(corrections),
+    )
+
+
+def _candidates(eligible: EligibleRevisions, hits: Sequence[ArmHit]) -> dict[int, Candidate]:
+    """Hydrate every hit through the eligible set (revalidation) and attach its arm ranks."""
+    pool = hydrate(eligible, (hit.revision_id for hit in hits))
+    for hit in hits:
+        candidate = pool.get(hit.revision_id)
+        if candidate is None:
+            continue  # not eligible now: a provider may have returned a stale or foreign id
+        if hit.rank < candidate.arms.get(hit.arm, ARM_CAP + 1):
+            candidate.arms[hit.arm] = hit.rank
+            candidate.arm_scores[hit.arm] = hit.score
+    return pool
+
+
+def _rank(
+    candidates: Iterable[Candidate],
+    *,
+    query: RecallQuery,
+    profile: str,
+    perspective: Perspective,
+    arms_run: set[str],
+    now: datetime,
+) -> list[Candidate]:
+    items = list(candidates)
+    for candidate in items:
+        score(candidate, query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
+    items.sort(key=lambda c: c.order_key)
+    mark_near_duplicates(items)
+    if any(c.near_duplicate for c in items):
+        for candidate in items:
+            score(candidate, query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
+        items.sort(key=lambda c: c.order_key)
+    return items
+
+
+def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidate]:
+    """Two thirds of the item cap for durable user-model beliefs, the rest for the opening goal's
+    priming set (items relevant to it, or standing instructions). Unused priming slots stay empty."""
+    durable_slots = (budget.max_items * 2) // 3
+    durable = [c for c in selected if c.belief_type in DURABLE_TYPES][:durable_slots]
+    priming = [
+        c
+        for c in selected
+        if c.belief_type not in DURABLE_TYPES and (c.components.get("match", 0) > 0 or "always_on" in c.arms)
+    ]
+    priming.sort(key=lambda c: (-c.components.get("match", 0), c.order_key))
+    chosen = durable + priming[: budget.max_items - len(durable)]
+    return sorted(chosen, key=lambda c: c.order_key)
+
+
+def _run_providers(
+    providers: Sequence[CandidateProvider], eligible: EligibleRevisions, query: RecallQuery
+) -> tuple[list[ArmHit], str, dict[str, float]]:
+    """Run provider arms under one shared deadline. A failing or late provider degrades the recall to
+    the SQL arms' authorized results and names the category; it never widens what is eligible."""
+    if not providers or query.empty:
+        return [], "", {}
+    hits: list[ArmHit] = []
+    degraded: list[str] = []
+    latency: dict[str, float] = {}
+    deadline = time.monotonic() + PROVIDER_DEADLINE_S
+
+    def run(provider: CandidateProvider) -> Sequence[ArmHit]:
+        try:
+            return provider.candidates(eligible, query, ARM_CAP)
+        finally:
+            close_old_connections()
+
+    with ThreadPoolExecutor(max_workers=len(providers)) as pool:
+        futures = {provider.name: (pool.submit(run, provider), time.perf_counter()) for provider in providers}
+        for name, (future, started) in futures.items():
+            try:
+                hits.extend(list(future.result(timeout=max(0.0, deadline - time.monotonic())))[:ARM_CAP])
+            except FutureTimeout:
+                degraded.append(f"{name}_timeout")
+            except Exception:  # any provider failure degrades to the SQL arms, by contract
+                degraded.append(f"{name}_unavailable")
+            latency[name] = round((time.perf_counter() - started) * 1000, 3)
+        pool.shutdown(wait=False, cancel_futures=True)
+    return hits, ",".join(degraded), latency
+
+
+def _labels(items: Sequence[Candidate]) -> Labels:
+    actor_ids = {i for c in items for i in (c.subject_id, c.source_actor_id) if i is not None}
+    actors = Actor.objects.filter(pk__in=actor_ids).only("display_name", "external_id")
+    return Labels({actor.pk: actor.label for actor in actors})
+
+
+def _arm_counts(hits: Sequence[ArmHit]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for hit in hits:
+        counts[hit.arm] = counts.get(hit.arm, 0) + 1
+    return counts
+
+
+def _recalled_item(candidate: Candidate, labels: Labels) -> RecalledItem:
+    blocked = bool(candidate.blocked)
+    return RecalledItem(
+        id=short_id(candidate.revision_id),
+        entry_id=candidate.entry_id,
+        revision_id=candidate.revision_id,
+        statement=None if blocked else candidate.body,
+        subject_id=candidate.subject_id,
+        subject=labels.of(candidate.subject_id),
+        source_actor_id=candidate.source_actor_id,
+        source=labels.of(candidate.source_actor_id),
+        belief_type=candidate.belief_type,
+        authority=candidate.authority,
+        confidence_band=candidate.band,
+        origin_scope=candidate.origin_scope,
+        carried=candidate.carried,
+        valid_from=candidate.valid_from,
+        valid_to=candidate.valid_to,
+        recorded_at=candidate.recorded_at,
+        source_message_id=candidate.source_message_id,
+        score=candidate.score,
+        components=candidate.components,
+        reason=candidate.reason,
+        arms=sorted(candidate.arms),
+        conflicts=[short_id(p) for p in candidate.conflicts],
+        blocked=candidate.blocked,
+    )

@@ -1,0 +1,167 @@
+"""Recording what a recall rendered, in the render pass, bound to the exact bytes by a sha256.
+
+The ``RecallTrace`` with its items and the operator ``RetrievalEvent`` are written in one
+transaction; if either write fails the recall fails, so no context reaches a model unaudited.
+A trace can be re-rendered from its own rows (``rerender``): the items, the labels they were shown
+with and the correction lines reproduce ``rendered_sha256``, which is what makes it trustworthy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from config.audit import audit_digest
+from history.models import Session, Turn
+from memory.models import MemoryRevision, RecallTrace, RecallTraceItem, RetrievalEvent
+from memory.retrieval.candidates import Candidate
+from memory.retrieval.eligibility import Perspective
+from memory.retrieval.render import Labels, render_block, render_line
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@transaction.atomic
+def record(
+    *,
+    perspective: Perspective,
+    moment: str,
+    profile: str,
+    policy: str,
+    query_text: str,
+    as_of: Any,
+    historical: bool,
+    rendered: str,
+    items: Sequence[Candidate],
+    labels: Labels,
+    corrections: Sequence[str],
+    tokens: int,
+    considered: int,
+    withheld_unknown: int,
+    degradation: str,
+    arms: dict[str, Any],
+    candidate_ids: Sequence[int],
+    dropped_ids: Sequence[int],
+    session: Session | None,
+    turn: Turn | None,
+    cost_ms: float,
+) -> RecallTrace:
+    destination = perspective.destination
+    trace = RecallTrace.objects.create(
+        agent_id=perspective.agent_id,
+        session=session,
+        turn=turn,
+        moment=moment,
+        profile=profile,
+        policy_version=policy,
+        as_of=as_of,
+        historical=historical,
+        rendered_text=rendered,
+        rendered_sha256=sha256_hex(rendered),
+        corrections=list(corrections),
+        token_estimate=tokens,
+        considered_count=considered,
+        returned_count=len(items),
+        blocked_count=sum(1 for item in items if item.blocked),
+        withheld_unknown_count=withheld_unknown,
+        degradation=degradation,
+        query_text=query_text,
+        arms=arms,
+        candidate_ids=list(candidate_ids),
+        dropped_ids=list(dropped_ids),
+        audience_kind=destination.kind,
+        audience_namespace=destination.namespace,
+        audience_readers=list(destination.readers),
+    )
+    RecallTraceItem.objects.bulk_create(
+        RecallTraceItem(
+            trace=trace,
+            position=position,
+            entry_id=item.entry_id,
+            revision_id=item.revision_id,
+            band=item.band,
+            score=item.score,
+            components=item.components,
+            reason=item.reason,
+            carried=item.carried,
+            blocked_reason=item.blocked,
+            conflicts=item.conflicts,
+            subject_label=labels.of(item.subject_id) or "",
+            source_label=(labels.of(item.source_actor_id) or "") if item.source_actor_id != item.subject_id else "",
+        )
+        for position, item in enumerate(items)
+    )
+    RetrievalEvent.objects.create(
+        agent_id=perspective.agent_id,
+        trace=trace,
+        query_digest=audit_digest(query_text) if query_text else "",
+        destination_audience=destination.as_dict(),
+        selected_revision_ids=[item.revision_id for item in items],
+        score_components={str(item.revision_id): item.components for item in items},
+        cost_tokens=tokens,
+        degradation=degradation,
+        withheld_unknown_count=withheld_unknown,
+    )
+    return trace
+
+
+def rerender(trace: RecallTrace) -> str:
+    """Rebuild the rendered block from the trace's own rows: items, recorded labels, corrections."""
+    items = list(trace.items.order_by("position"))
+    revisions = MemoryRevision.objects.in_bulk([i.revision_id for i in items])
+    candidates: list[Candidate] = []
+    label_map: dict[int, str] = {}
+    for item in items:
+        revision = revisions[item.revision_id]
+        # Labels are keyed by negative positions so the recorded text is used, whatever the actor is called now.
+        subject_key, source_key = -(2 * item.position + 1), -(2 * item.position + 2)
+        if item.subject_label:
+            label_map[subject_key] = item.subject_label
+        if item.source_label:
+            label_map[source_key] = item.source_label
+        candidates.append(
+            Candidate(
+                revision_id=revision.pk,
+                entry_id=revision.entry_id,
+                number=revision.number,
+                body=revision.body,
+                subject_id=subject_key if item.subject_label else None,
+                source_actor_id=source_key if item.source_label else None,
+                belief_type=revision.belief_type,
+                portability=revision.portability,
+                origin_scope=revision.origin_scope,
+                confidence=revision.confidence,
+                authority=revision.authority,
+                salience=revision.salience,
+                always_on=revision.always_on,
+                lifecycle=revision.lifecycle,
+                valid_from=revision.valid_from,
+                valid_to=revision.valid_to,
+                recorded_at=revision.recorded_at,
+                restricted_to_conversation_id=revision.restricted_to_conversation_id,
+                supersedes_id=revision.supersedes_id,
+                utility=0.0,
+                last_used_at=None,
+                flagged_for_review=False,
+                evidence_count=0,
+                source_message_id=None,
+                band=item.band,
+                carried=item.carried,
+                blocked=item.blocked_reason,
+                conflicts=list(item.conflicts),
+            )
+        )
+    labels = Labels(label_map)
+    lines = [render_line(candidate, labels) for candidate in candidates]
+    return render_block(
+        lines,
+        policy=trace.policy_version,
+        moment=trace.moment,
+        as_of=trace.as_of if trace.historical else None,
+        corrections=trace.corrections,
+    )

@@ -8,8 +8,10 @@ process, the Celery worker and later ``manage.py`` calls alike; ``stop()`` ends 
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -25,8 +27,8 @@ def _quiet_runtime_dir(var_dir: Path) -> None:
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 
-def ensure_running(data_dir: Path) -> str:
-    """Start the embedded server if needed and create the project database; return the socket folder.
+def ensure_running(data_dir: Path, database: str = DATABASE_NAME) -> str:
+    """Start the embedded server if needed and create ``database``; return the socket folder.
 
     The socket folder is usually ``data_dir`` itself, but pgserver picks a shorter one when that path
     would exceed the unix-socket length limit, so it is read back from the running server.
@@ -36,9 +38,11 @@ def ensure_running(data_dir: Path) -> str:
 
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(data_dir, cleanup_mode=None)
-    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
+    literal = database.replace("'", "''")
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{literal}';")
     if "(1 row)" not in exists:
-        server.psql(f"CREATE DATABASE {DATABASE_NAME};")
+        identifier = database.replace('"', '""')
+        server.psql(f'CREATE DATABASE "{identifier}";')
     uri = urlsplit(server.get_uri())
     return parse_qs(uri.query)["host"][0]
 
@@ -49,6 +53,20 @@ def postmaster_pid(data_dir: Path) -> int | None:
         return None
     first_line = pid_file.read_text().splitlines()[0].strip()
     return int(first_line) if first_line.isdigit() else None
+
+
+def is_running(data_dir: Path) -> bool:
+    """True if ``postmaster.pid`` names a live process (a crash can leave a stale file behind)."""
+    pid = postmaster_pid(data_dir)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but owned by the pgserver user
+        return True
+    return True
 
 
 def stop(data_dir: Path, timeout: float = 30.0) -> bool:
@@ -68,3 +86,34 @@ def stop(data_dir: Path, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.1)
     raise TimeoutError(f"embedded PostgreSQL (pid {pid}) did not stop within {timeout:.0f}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m config.embedded_postgres start|stop|status`` for the server of the configured var dir.
+
+    The folder is read from the settings (ENGRAM_VAR_DIR) with autostart turned off, so ``status`` and
+    ``stop`` never start a server. ``status`` exits 0 when running and 3 when not (as LSB scripts do).
+    """
+    parser = argparse.ArgumentParser(prog="python -m config.embedded_postgres", description=main.__doc__)
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    action = parser.parse_args(argv).action
+
+    os.environ["ENGRAM_EMBEDDED_POSTGRES_AUTOSTART"] = "0"
+    from config import settings
+
+    data_dir: Path = settings.EMBEDDED_POSTGRES_DIR
+    if action == "start":
+        ensure_running(data_dir)
+        print(f"embedded PostgreSQL running (pid {postmaster_pid(data_dir)}) in {data_dir}")
+    elif action == "stop":
+        print(f"embedded PostgreSQL in {data_dir}: {'stopped' if stop(data_dir) else 'was not running'}")
+    elif is_running(data_dir):
+        print(f"embedded PostgreSQL running (pid {postmaster_pid(data_dir)}) in {data_dir}")
+    else:
+        print(f"embedded PostgreSQL not running in {data_dir}")
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

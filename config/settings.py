@@ -73,20 +73,22 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------------
 # DATABASE_URL selects any PostgreSQL >= 15. Without it, the embedded PostgreSQL 16 with pgvector
 # (PyPI ``pgserver``) is started on demand with its data in var/postgres; it listens on a unix socket
-# in that folder, so HOST is the folder and PORT is empty.
+# in that folder, so HOST is the folder and PORT is empty. ENGRAM_DATABASE_NAME picks another database
+# on that server (the test suite points its Celery worker at pytest-django's test database).
 EMBEDDED_POSTGRES_DIR = VAR_DIR / "postgres"
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
 else:
     from config import embedded_postgres
 
+    database_name = os.environ.get("ENGRAM_DATABASE_NAME", embedded_postgres.DATABASE_NAME)
     socket_dir = str(EMBEDDED_POSTGRES_DIR)
     if _env_bool("ENGRAM_EMBEDDED_POSTGRES_AUTOSTART", True):
-        socket_dir = embedded_postgres.ensure_running(EMBEDDED_POSTGRES_DIR)
+        socket_dir = embedded_postgres.ensure_running(EMBEDDED_POSTGRES_DIR, database_name)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": embedded_postgres.DATABASE_NAME,
+            "NAME": database_name,
             "USER": "postgres",
             "HOST": socket_dir,
             "PORT": "",
@@ -137,17 +139,19 @@ SPECTACULAR_SETTINGS = {
 # Embedded default: kombu's filesystem transport under var/celery, which needs no server and answers
 # `celery inspect ping` because a control folder is configured. CELERY_BROKER_URL=redis://... or
 # amqp://... selects a real broker.
-CELERY_QUEUE_DIR = VAR_DIR / "celery"
+# ENGRAM_CELERY_DIR moves that folder (the test suite gives its worker a private one). Not named
+# CELERY_*: Celery would read it as one of its own settings.
+ENGRAM_CELERY_DIR = Path(os.environ.get("ENGRAM_CELERY_DIR", VAR_DIR / "celery"))
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed", "control"):
-        (CELERY_QUEUE_DIR / sub).mkdir(parents=True, exist_ok=True)
+        (ENGRAM_CELERY_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(CELERY_QUEUE_DIR / "queue"),
-        "data_folder_out": str(CELERY_QUEUE_DIR / "queue"),
-        "processed_folder": str(CELERY_QUEUE_DIR / "processed"),
+        "data_folder_in": str(ENGRAM_CELERY_DIR / "queue"),
+        "data_folder_out": str(ENGRAM_CELERY_DIR / "queue"),
+        "processed_folder": str(ENGRAM_CELERY_DIR / "processed"),
         "store_processed": False,
-        "control_folder": str(CELERY_QUEUE_DIR / "control"),
+        "control_folder": str(ENGRAM_CELERY_DIR / "control"),
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

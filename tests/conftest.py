@@ -1,1 +1,124 @@
 """Shared fixtures. Every test runs on real PostgreSQL (the embedded server unless DATABASE_URL is set)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+
+WORKER_START_TIMEOUT = 60.0
+CELERY = (sys.executable, "-m", "celery", "-A", "config")
+
+
+@dataclass
+class CeleryWorkerProcess:
+    """A running ``celery -A config worker`` and the environment that reaches it.
+
+    Run other ``celery`` commands (or ``manage.py`` calls that enqueue) with ``env`` to talk to this
+    worker: it has a private filesystem broker and no other worker listens there.
+    """
+
+    process: subprocess.Popen[bytes]
+    hostname: str
+    env: dict[str, str]
+    log_path: Path
+
+    def ping(self, timeout: float = 2.0) -> bool:
+        """True when this worker answers ``celery inspect ping``."""
+        result = subprocess.run(
+            [*CELERY, "inspect", "ping", "--json", "--timeout", str(timeout), "--destination", self.hostname],
+            env=self.env,
+            cwd=settings.BASE_DIR,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # `celery inspect` prints {"<hostname>": {"ok": "pong"}} on its last line when the worker replied.
+        lines = result.stdout.strip().splitlines()
+        if result.returncode != 0 or not lines:
+            return False
+        try:
+            replies = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            return False
+        return replies.get(self.hostname) == {"ok": "pong"}
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def _worker_env(database_name: str, broker_dir: Path) -> dict[str, str]:
+    """The environment of this test process, pointed at the test database and a private broker."""
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    env["CELERY_BROKER_URL"] = "filesystem://"
+    env["ENGRAM_CELERY_DIR"] = str(broker_dir)
+    env["ENGRAM_TASKS_EAGER"] = "0"
+    if env.get("DATABASE_URL"):
+        # An external server: keep the URL, swap in the test database's name.
+        parts = urlsplit(env["DATABASE_URL"])
+        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{database_name}"))
+    else:
+        env["ENGRAM_DATABASE_NAME"] = database_name
+    return env
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CeleryWorkerProcess]:
+    """A real prefork Celery worker (concurrency 1) on pytest-django's test database.
+
+    The worker is a separate process with its own connections, so it sees only committed rows: tests
+    that hand it data must use ``transactional_db`` (the ``db`` fixture's transaction is invisible to
+    it). It depends on ``django_db_setup`` for the test database's name (Django renames
+    ``DATABASES['default']['NAME']`` once the test database exists) and so that it is torn down, and
+    its connections closed, before that database is dropped.
+    """
+    folder = tmp_path_factory.mktemp("celery-worker")
+    hostname = f"engram-test-{os.getpid()}@localhost"
+    env = _worker_env(settings.DATABASES["default"]["NAME"], folder / "broker")
+    log_path = folder / "worker.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                *CELERY,
+                "worker",
+                *("--pool", "prefork", "--concurrency", "1", "--hostname", hostname, "--loglevel", "INFO"),
+                # No other worker shares this broker: skip the start-up handshakes that wait for peers.
+                *("--without-mingle", "--without-gossip", "--without-heartbeat"),
+            ],
+            env=env,
+            cwd=settings.BASE_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    worker = CeleryWorkerProcess(process=process, hostname=hostname, env=env, log_path=log_path)
+    try:
+        deadline = time.monotonic() + WORKER_START_TIMEOUT
+        while not worker.ping():
+            if worker.process.poll() is not None:
+                pytest.fail(f"the Celery worker exited with {worker.process.returncode}:\n{worker.log()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the Celery worker did not answer ping in {WORKER_START_TIMEOUT:.0f}s:\n{worker.log()}")
+            time.sleep(0.5)
+        yield worker
+    finally:
+        # SIGTERM is Celery's warm shutdown: the running task finishes, the pool child exits.
+        worker.process.send_signal(signal.SIGTERM)
+        try:
+            worker.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()

@@ -1,0 +1,8 @@
+# Convenience only: the commands are scripts/run and scripts/test.
+.PHONY: run test
+
+run:
+	scripts/run
+
+test:
+	scripts/test $(ARGS)

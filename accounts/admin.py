@@ -1,0 +1,269 @@
+"""Operator admin for tenants, agents, credentials and actors, and the tenant scoping every admin uses.
+
+Operators are staff users scoped to tenants through ``OperatorScope``; superusers see everything.
+``TenantScopedAdmin`` narrows each changelist, change page, foreign-key choice and agent filter to the
+operator's tenants, so a row of another tenant answers exactly as a missing one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.db.models.fields.related import ForeignKey, ManyToManyField
+from django.forms import ModelChoiceField, ModelMultipleChoiceField
+from django.http import HttpRequest
+
+from accounts.models import Actor, ApiKey, Connector, IdentityLink, OperatorScope, RuntimeAgent, Tenant, UserActor
+from accounts.services import actor_rename, api_key_create, api_key_revoke
+
+
+def operator_tenant_ids(request: HttpRequest) -> QuerySet[OperatorScope, int] | None:
+    """The tenants the requesting user may see, as a subquery; ``None`` means every tenant."""
+    user = request.user
+    if user.is_active and user.is_superuser:
+        return None
+    scopes = OperatorScope.objects.filter(user_id=user.pk) if user.pk is not None else OperatorScope.objects.none()
+    return scopes.values_list("tenant_id", flat=True)
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    """A ``ModelAdmin`` showing only rows of the operator's tenants.
+
+    ``tenant_path`` is the lookup from the model to its tenant (``"pk"`` on ``Tenant`` itself);
+    ``None`` marks installation-wide rows (embedding generations, the index outbox) that only
+    superusers see.
+    """
+
+    tenant_path: str | None = "agent__tenant"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return self.scope(super().get_queryset(request), request)
+
+    def scope(self, queryset: QuerySet[Any], request: HttpRequest) -> QuerySet[Any]:
+        tenant_ids = operator_tenant_ids(request)
+        if tenant_ids is None:
+            return queryset
+        if self.tenant_path is None:
+            return queryset.none()
+        return queryset.filter(**{f"{self.tenant_path}__in": tenant_ids})
+
+    def formfield_for_foreignkey(
+        self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
+        # Choices (and the ids a raw-id or autocomplete widget accepts) come from the related admin's
+        # scoped queryset, so a form cannot point at another tenant's row.
+        related_admin = self.admin_site._registry.get(db_field.remote_field.model)
+        if isinstance(related_admin, TenantScopedAdmin) and "queryset" not in kwargs:
+            kwargs["queryset"] = related_admin.get_queryset(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(
+        self, db_field: ManyToManyField[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelMultipleChoiceField[Any] | None:
+        related_admin = self.admin_site._registry.get(db_field.remote_field.model)
+        if isinstance(related_admin, TenantScopedAdmin) and "queryset" not in kwargs:
+            kwargs["queryset"] = related_admin.get_queryset(request)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+class ReadOnlyAdmin(TenantScopedAdmin):
+    """Rows the admin may show but never add, edit or delete: immutable tables (the database refuses
+    UPDATE and DELETE anyway) and rows only a service may write."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        # Inline forms are built even when view-only: every shown field must be declared read-only.
+        return tuple(dict.fromkeys([*(self.fields or ()), *self.readonly_fields]))
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class AgentFilter(admin.SimpleListFilter):
+    """Filter by agent, offering only the agents of the operator's tenants (the stock related-field
+    filter would list every agent of the installation)."""
+
+    title = "agent"
+    parameter_name = "agent"
+    #: The lookup from the admin's model to its agent.
+    agent_field = "agent"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[Any, str]]:
+        agents = RuntimeAgent.objects.select_related("tenant").order_by("tenant__slug", "name")
+        tenant_ids = operator_tenant_ids(request)
+        if tenant_ids is not None:
+            agents = agents.filter(tenant__in=tenant_ids)
+        return [(str(agent.pk), str(agent)) for agent in agents]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        if value is None or not value.isdigit():
+            return queryset
+        return queryset.filter(**{f"{self.agent_field}_id": int(value)})
+
+
+class TenantFilter(admin.SimpleListFilter):
+    title = "tenant"
+    parameter_name = "tenant"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[Any, str]]:
+        tenants = Tenant.objects.order_by("slug")
+        tenant_ids = operator_tenant_ids(request)
+        if tenant_ids is not None:
+            tenants = tenants.filter(pk__in=tenant_ids)
+        return [(str(tenant.pk), tenant.name) for tenant in tenants]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        if value is None or not value.isdigit():
+            return queryset
+        return queryset.filter(tenant_id=int(value))
+
+
+@admin.register(Tenant)
+class TenantAdmin(TenantScopedAdmin):
+    tenant_path = "pk"
+    list_display = ("name", "slug", "created_at")
+    search_fields = ("name", "slug")
+    prepopulated_fields = {"slug": ("name",)}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # An operator could not see a tenant they created: only superusers open new workspaces.
+        return bool(request.user.is_superuser)
+
+
+@admin.register(RuntimeAgent)
+class RuntimeAgentAdmin(TenantScopedAdmin):
+    tenant_path = "tenant"
+    list_display = ("name", "tenant", "created_at")
+    list_filter = (TenantFilter,)
+    list_select_related = ("tenant",)
+    search_fields = ("name", "tenant__name", "tenant__slug")
+    autocomplete_fields = ("tenant",)
+    actions = ("issue_api_key",)
+
+    @admin.action(description="Issue an API key", permissions=["issue_key"])
+    def issue_api_key(self, request: HttpRequest, queryset: QuerySet[RuntimeAgent]) -> None:
+        for agent in queryset.select_related("tenant"):
+            issued = api_key_create(agent=agent, label=f"issued in the admin by {request.user.get_username()}")
+            # The secret exists only in this message: the database keeps its digest.
+            self.message_user(
+                request,
+                f"New key for {agent}: {issued.secret} — copy it now, it will not be shown again.",
+                messages.SUCCESS,
+            )
+
+    def has_issue_key_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("accounts.add_apikey"))
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(ReadOnlyAdmin):
+    """Keys are issued from the agent list and only ever revoked; the digest is never shown."""
+
+    fields = ("prefix", "label", "agent", "created_at", "revoked_at", "last_used_at")
+    list_display = ("prefix", "label", "agent", "created_at", "revoked_at", "last_used_at")
+    list_filter = (AgentFilter, ("revoked_at", admin.EmptyFieldListFilter))
+    list_select_related = ("agent__tenant",)
+    search_fields = ("prefix", "label")
+    actions = ("revoke_keys",)
+
+    @admin.action(description="Revoke selected keys", permissions=["revoke"])
+    def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        revoked = 0
+        for api_key in queryset.filter(revoked_at__isnull=True):
+            api_key_revoke(api_key=api_key)
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("accounts.change_apikey"))
+
+
+@admin.register(Connector)
+class ConnectorAdmin(TenantScopedAdmin):
+    list_display = ("namespace", "agent", "created_at")
+    list_filter = (AgentFilter, "type")
+    list_select_related = ("agent__tenant",)
+    search_fields = ("type", "name")
+    autocomplete_fields = ("agent",)
+
+
+@admin.register(Actor)
+class ActorAdmin(TenantScopedAdmin):
+    tenant_path = "tenant"
+    list_display = ("display_name", "external_id", "connector", "is_agent", "tenant", "created_at")
+    list_filter = (TenantFilter, "is_agent", "connector__type")
+    list_select_related = ("tenant", "connector")
+    search_fields = ("display_name", "=external_id")
+    autocomplete_fields = ("tenant", "connector")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Actor | None = None) -> tuple[str, ...]:
+        # An actor's identity is (connector, external id); only the display name may change later.
+        if obj is not None:
+            return ("tenant", "connector", "external_id", "is_agent", "created_at")
+        return ("created_at",)
+
+    def save_model(self, request: HttpRequest, obj: Actor, form: Any, change: bool) -> None:
+        if change:
+            actor_rename(actor=obj, display_name=obj.display_name)
+        else:
+            super().save_model(request, obj, form, change)
+
+
+@admin.register(IdentityLink)
+class IdentityLinkAdmin(TenantScopedAdmin):
+    list_display = ("id", "agent", "actor_a", "actor_b", "verified_at", "revoked_at")
+    list_filter = (AgentFilter, ("revoked_at", admin.EmptyFieldListFilter))
+    list_select_related = ("agent__tenant", "actor_a", "actor_b")
+    search_fields = ("actor_a__display_name", "actor_b__display_name", "=actor_a__external_id", "=actor_b__external_id")
+    autocomplete_fields = ("agent", "actor_a", "actor_b")
+
+    def save_model(self, request: HttpRequest, obj: IdentityLink, form: Any, change: bool) -> None:
+        # The pair is stored ordered (a check constraint), whichever way round the operator entered it.
+        if obj.actor_a_id is not None and obj.actor_b_id is not None and obj.actor_a_id > obj.actor_b_id:
+            obj.actor_a_id, obj.actor_b_id = obj.actor_b_id, obj.actor_a_id
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(UserActor)
+class UserActorAdmin(TenantScopedAdmin):
+    tenant_path = "actor__tenant"
+    list_display = ("user", "actor", "created_at")
+    list_select_related = ("user", "actor")
+    search_fields = ("user__username", "actor__display_name", "=actor__external_id")
+    autocomplete_fields = ("actor",)
+    raw_id_fields = ("user",)
+
+
+@admin.register(OperatorScope)
+class OperatorScopeAdmin(TenantScopedAdmin):
+    tenant_path = "tenant"
+    list_display = ("user", "tenant")
+    list_filter = (TenantFilter,)
+    list_select_related = ("user", "tenant")
+    search_fields = ("user__username", "tenant__name")
+    autocomplete_fields = ("tenant",)
+    raw_id_fields = ("user",)

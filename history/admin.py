@@ -1,0 +1,226 @@
+"""Operator admin for conversations, their transcript, sessions, turns and search audit.
+
+Messages and audit rows are immutable, so their pages are read-only. A conversation's title and
+project may be edited; the change is written through ``conversation_upsert``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import BooleanField, F, Func, QuerySet, Value
+from django.http import HttpRequest
+from django.utils.html import format_html_join
+
+from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, TenantScopedAdmin
+from accounts.models import Actor
+from history.audience import AudienceColumns
+from history.models import (
+    Conversation,
+    ConversationSearchEvent,
+    Message,
+    MessageSearchDocument,
+    MessageSourceEvidence,
+    Session,
+    Turn,
+)
+from history.services import conversation_upsert
+
+FULLTEXT_HELP = "Full-text search of the text (any of the words), or a numeric id."
+
+
+class _Matches(Func):
+    """``tsvector @@ tsquery`` as a boolean filter expression."""
+
+    template = "%(expressions)s"
+    arg_joiner = " @@ "
+    output_field = BooleanField()
+
+
+def fulltext_search(queryset: QuerySet[Any], search_term: str, tsv_path: str) -> QuerySet[Any]:
+    """Search through the trigger-maintained sidecar (its GIN index) instead of scanning bodies, with
+    the same ``engram_search_query`` every other reader uses."""
+    term = search_term.strip()
+    if not term:
+        return queryset
+    if term.isdigit():
+        return queryset.filter(pk=int(term))
+    return queryset.filter(_Matches(F(tsv_path), Func(Value(term), function="engram_search_query")))
+
+
+def audience_text(obj: AudienceColumns) -> str:
+    return str(obj.audience)
+
+
+def audience_readers_html(obj: AudienceColumns) -> str:
+    """The readers of an audience as current actor labels (ids stay the stored truth)."""
+    readers = list(obj.audience_readers)
+    if not readers:
+        return "—"
+    actors = {a.pk: a.label for a in Actor.objects.filter(pk__in=readers)}
+    return format_html_join(", ", "{}", ((actors.get(pk, f"unknown actor {pk}"),) for pk in readers))
+
+
+def shorten(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+@admin.register(Conversation)
+class ConversationAdmin(TenantScopedAdmin):
+    list_display = ("__str__", "audience", "project", "connector", "agent", "updated_at")
+    list_filter = (AgentFilter, "audience_kind", "connector__type")
+    list_select_related = ("agent__tenant", "connector")
+    search_fields = ("title", "=external_thread_id", "project")
+    fields = (
+        "agent",
+        "connector",
+        "external_thread_id",
+        "title",
+        "project",
+        "audience",
+        "readers",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = ("agent", "connector", "external_thread_id", "audience", "readers", "created_at", "updated_at")
+
+    @admin.display(description="audience", ordering="audience_kind")
+    def audience(self, obj: Conversation) -> str:
+        return audience_text(obj)
+
+    @admin.display(description="readers")
+    def readers(self, obj: Conversation) -> str:
+        return audience_readers_html(obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Conversations come from connectors (``conversation_upsert``), never from a blank form.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
+        conversation_upsert(
+            agent=obj.agent,
+            connector=obj.connector,
+            external_thread_id=obj.external_thread_id,
+            audience=obj.audience,
+            title=obj.title,
+            project=obj.project,
+        )
+
+
+class SourceEvidenceInline(ReadOnlyInline):
+    model = MessageSourceEvidence
+    fields = ("method", "detail", "recorded_at")
+    show_change_link = False
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ("id", "excerpt", "actor", "conversation", "direction", "audience", "evidence_method", "created_at")
+    list_filter = (AgentFilter, "direction", "audience_kind")
+    list_select_related = ("actor", "conversation__connector", "evidence")
+    search_fields = ("body",)
+    search_help_text = FULLTEXT_HELP
+    show_full_result_count = False
+    fields = (
+        "agent",
+        "conversation",
+        "actor",
+        "direction",
+        "external_id",
+        "body",
+        "audience",
+        "readers",
+        "created_at",
+        "ingested_at",
+        "history_message_ids",
+        "memory_revision_ids",
+        "cited_revision_ids",
+    )
+    readonly_fields = ("audience", "readers")
+    inlines = (SourceEvidenceInline,)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        return fulltext_search(queryset, search_term, "search_document__tsv"), False
+
+    @admin.display(description="body")
+    def excerpt(self, obj: Message) -> str:
+        return shorten(obj.body)
+
+    @admin.display(description="audience", ordering="audience_kind")
+    def audience(self, obj: Message) -> str:
+        return audience_text(obj)
+
+    @admin.display(description="readers")
+    def readers(self, obj: Message) -> str:
+        return audience_readers_html(obj)
+
+    @admin.display(description="evidence")
+    def evidence_method(self, obj: Message) -> str:
+        evidence = getattr(obj, "evidence", None)
+        # No evidence row means unknown provenance: the message is eligible for no audience.
+        return evidence.method if evidence is not None else "unknown"
+
+
+@admin.register(MessageSourceEvidence)
+class MessageSourceEvidenceAdmin(ReadOnlyAdmin):
+    tenant_path = "message__agent__tenant"
+    list_display = ("message", "method", "recorded_at")
+    list_filter = ("method",)
+    list_select_related = ("message",)
+    search_fields = ("=message__id",)
+    show_full_result_count = False
+
+
+@admin.register(MessageSearchDocument)
+class MessageSearchDocumentAdmin(ReadOnlyAdmin):
+    tenant_path = "message__agent__tenant"
+    list_display = ("message", "agent_id", "terms")
+    list_select_related = ("message",)
+    search_fields = ("=message__id",)
+    show_full_result_count = False
+
+    @admin.display(description="tsvector")
+    def terms(self, obj: MessageSearchDocument) -> str:
+        return shorten(str(obj.tsv))
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "conversation", "kind", "parent", "watermark", "snapshot_digest", "created_at")
+    list_filter = (AgentFilter, "kind")
+    list_select_related = ("conversation__connector",)
+    search_fields = ("=id", "=snapshot_sha256")
+    show_full_result_count = False
+
+    @admin.display(description="snapshot sha256")
+    def snapshot_digest(self, obj: Session) -> str:
+        return obj.snapshot_sha256[:12]
+
+
+@admin.register(Turn)
+class TurnAdmin(ReadOnlyAdmin):
+    list_display = ("id", "session", "requester", "audience", "state", "rounds_used", "failure_code", "created_at")
+    list_filter = (AgentFilter, "state")
+    list_select_related = ("requester", "session")
+    search_fields = ("=id", "=inbound_message__id")
+    show_full_result_count = False
+    readonly_fields = ("audience",)
+
+    @admin.display(description="destination audience", ordering="audience_kind")
+    def audience(self, obj: Turn) -> str:
+        return audience_text(obj)
+
+
+@admin.register(ConversationSearchEvent)
+class ConversationSearchEventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "agent", "turn", "degradation", "exclusion_counts", "created_at")
+    list_filter = (AgentFilter, "degradation")
+    list_select_related = ("agent__tenant", "turn")
+    search_fields = ("=id", "=query_digest")
+    show_full_result_count = False

@@ -128,8 +128,9 @@ def sql_arms(
             " JOIN memory_revisionsearchdocument d ON d.revision_id = wu.revision_id"
             " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ engram_search_query(%(q_text)s))"
         )
+    union = " UNION ALL ".join(branches)
     sql = (
-        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits AS ({' UNION ALL '.join(branches)}) "
+        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits(arm, revision_id, rank, score) AS ({union}) "
         f"SELECT arm, revision_id, rank, score, {withheld} AS withheld FROM hits "
         f"UNION ALL SELECT NULL, NULL, NULL, NULL, {withheld} WHERE NOT EXISTS (SELECT 1 FROM hits)"
     )

@@ -3,7 +3,8 @@
 - Never show a revision beside the one that superseded it.
 - Unresolved conflicts are returned together, each marked with its partners' ids; a partner is kept
   whichever of the two the ranking preferred, and is exempt from the per-subject cap.
-- At most ``per_subject`` items per subject, so one much-discussed person cannot take the budget.
+- At most ``per_subject`` items per subject, so one much-discussed person cannot take the budget
+  (except the people a snapshot is about).
 - Exact restatements are trimmed (the higher-scored one stays); merely similar items are kept but
   carry the near-duplicate penalty, so a genuine second fact about one subject is not deleted.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Collection
 
 from memory.retrieval.candidates import Candidate
 
@@ -35,8 +37,12 @@ def mark_near_duplicates(ranked: list[Candidate]) -> None:
         seen.append(words)
 
 
-def collapse(ranked: list[Candidate], *, per_subject: int) -> list[Candidate]:
-    """``ranked`` is in final order; returns the kept items in the same order."""
+def collapse(ranked: list[Candidate], *, per_subject: int, uncapped_subjects: Collection[int] = ()) -> list[Candidate]:
+    """``ranked`` is in final order; returns the kept items in the same order.
+
+    ``uncapped_subjects`` are exempt from the per-subject cap (the snapshot exists to describe the
+    person in the conversation, so the cap guards against everyone else).
+    """
     present = {c.revision_id for c in ranked}
     superseded = {c.supersedes_id for c in ranked if c.supersedes_id in present}
     partners = {c.revision_id for c in ranked if any(p in present for p in c.conflicts)}
@@ -50,7 +56,7 @@ def collapse(ranked: list[Candidate], *, per_subject: int) -> list[Candidate]:
         if key in restatements:
             continue
         is_partner = candidate.revision_id in partners
-        if candidate.subject_id is not None and not is_partner:
+        if candidate.subject_id is not None and not is_partner and candidate.subject_id not in uncapped_subjects:
             if per_subject_count[candidate.subject_id] >= per_subject:
                 continue
             per_subject_count[candidate.subject_id] += 1

@@ -23,11 +23,18 @@ WORD = re.compile(r"[a-z0-9']+")
 
 #: Bounded list of English function words. Negations are deliberately absent: they carry meaning.
 FUNCTION_WORDS = frozenset(
-    "a an the this that these those is are was were be been being am do does did doing have has had having "  # noqa: SIM905 - a word list reads best as text
+    "a an the this that these those is are was were be been being am do does did doing have has had having "
     "i me my mine myself you your yours we our ours he him his she her hers it its they them their theirs "
     "what which who whom whose when where why how of in on at to for from by with about as into onto over "
     "under up down out off than then so too very can could should would will shall may might must "
-    "and or but if because while though also just any some all each every again there here".split()
+    "and or but if because while though also just any some all each every again there here "
+    "what's it's that's there's here's i'm i've i'd i'll you're you've we're we've they're he's she's let's".split()
+)
+#: Words of broad catch-up questions ("what's new?", "any updates lately?"), which run as empty queries
+#: ranked by subject, conversation and recency rather than matching the word "new".
+BROAD_WORDS = frozenset(
+    "new news anything something update updates latest happening happened lately recently going on catch "
+    "up since last time changed change".split()
 )
 
 FIRST_PERSON = re.compile(r"\b(i|my|me|mine|myself|i'm|i've|i'd)\b")
@@ -76,7 +83,8 @@ class RecallQuery:
 
     @property
     def empty(self) -> bool:
-        return not content_terms(self.text)
+        """No content words, or only those of a broad catch-up question."""
+        return set(content_terms(self.text)) <= BROAD_WORDS
 
 
 def content_terms(text: str) -> list[str]:

@@ -143,7 +143,8 @@ def recall(
         if candidate.revision_id not in relevant_ids and any(p in relevant_ids for p in candidate.conflicts):
             relevant.append(candidate)
     relevant.sort(key=lambda c: c.order_key)
-    selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile])
+    uncapped = query.subject_ids[:1] if profile == "core" else ()
+    selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile], uncapped_subjects=uncapped)
     if reserve_durable:
         selected = _reserve_durable(selected, budget)
     for candidate in selected:

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from config.triggers import must_hold
+
 
 class Tenant(models.Model):
     name = models.CharField(max_length=200)
@@ -80,6 +82,14 @@ class Actor(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["connector", "external_id"], name="actor_unique_external_id"),
         ]
+        triggers = [
+            must_hold(
+                "tenant_is_connectors",
+                "NEW.tenant_id = (SELECT a.tenant_id FROM accounts_connector c"
+                " JOIN accounts_runtimeagent a ON a.id = c.agent_id WHERE c.id = NEW.connector_id)",
+                "an actor belongs to the tenant of its connector",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.label
@@ -114,6 +124,14 @@ class IdentityLink(models.Model):
                 condition=Q(revoked_at__isnull=True),
                 name="identity_link_one_live_per_pair",
             ),
+        ]
+        triggers = [
+            must_hold(
+                "actors_in_perspective",
+                "(SELECT count(*) FROM accounts_actor x JOIN accounts_connector c ON c.id = x.connector_id"
+                " WHERE x.id IN (NEW.actor_a_id, NEW.actor_b_id) AND c.agent_id = NEW.agent_id) = 2",
+                "both linked actors belong to the link''s agent",
+            )
         ]
 
 

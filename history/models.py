@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 
 from accounts.models import Actor, Connector, RuntimeAgent
+from config.triggers import must_hold
 from history.audience import AudienceColumns, audience_shape_constraint
 
 #: Sidecar documents are ``engram_search_document(body)`` and queries ``engram_search_query(text)``:
@@ -138,6 +139,12 @@ class Message(AudienceColumns):
         ]
         triggers = [
             protect_rows("append_only"),
+            must_hold(
+                "agent_is_conversations",
+                "NEW.agent_id = (SELECT agent_id FROM history_conversation WHERE id = NEW.conversation_id)",
+                "a message belongs to the agent of its conversation",
+                operation=pgtrigger.Insert,
+            ),
             *sidecar_triggers("history_messagesearchdocument", "message_id"),
             enqueue_index_work("message"),
         ]

@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Actor, RuntimeAgent
+from config.triggers import must_hold
 from history.audience import AudienceColumns, audience_shape_constraint
 from history.models import Conversation, Message, Session, Turn, enqueue_index_work, protect_rows, sidecar_triggers
 from memory.fields import vector_field
@@ -126,6 +127,14 @@ class MemoryEntry(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["agent", "status"], name="entry_agent_status")]
+        triggers = [
+            must_hold(
+                "current_revision_is_own",
+                "NEW.current_revision_id IS NULL OR EXISTS (SELECT 1 FROM memory_memoryrevision r"
+                " WHERE r.id = NEW.current_revision_id AND r.entry_id = NEW.id AND r.agent_id = NEW.agent_id)",
+                "an entry''s current revision is one of its own",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"m:{self.pk} ({self.status})"
@@ -203,6 +212,12 @@ class MemoryRevision(AudienceColumns):
         ]
         triggers = [
             protect_rows("append_only"),
+            must_hold(
+                "agent_is_entrys",
+                "NEW.agent_id = (SELECT agent_id FROM memory_memoryentry WHERE id = NEW.entry_id)",
+                "a revision belongs to the agent of its entry",
+                operation=pgtrigger.Insert,
+            ),
             *sidecar_triggers("memory_revisionsearchdocument", "revision_id"),
             enqueue_index_work("revision"),
         ]
@@ -326,6 +341,7 @@ class SharingRequest(AudienceColumns):
 GRANT_FROZEN_COLUMNS = ", ".join(
     f"%{column}"
     for column in (
+        "id",
         "agent_id",
         "revision_id",
         "request_id",

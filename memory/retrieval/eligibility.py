@@ -1,8 +1,10 @@
-"""Hard eligibility: the only place that decides which memory revisions a perspective may see.
+"""Hard eligibility: the only place that decides which memory revisions and which messages a
+perspective may see.
 
-Every reader starts from :class:`EligibleRevisions` and may only narrow it: the recall arms, the
-delta, correction lines, the trace view and admin previews all embed its SQL and add conditions of
-their own; none writes its own visibility rule. A row is eligible for a turn only if, in SQL:
+Every reader starts from :class:`EligibleRevisions` or :class:`EligibleMessages` and may only narrow
+it: the recall arms, the delta, correction lines, history search and its neighbours, the trace view
+and admin previews all embed this SQL and add conditions of their own; none writes its own
+visibility rule. A memory revision is eligible for a turn only if, in SQL:
 
 1. it belongs to the turn's agent (the first term of every predicate);
 2. its entry is live and the revision is the entry's current one (or, for a historical query, the
@@ -14,6 +16,11 @@ their own; none writes its own visibility rule. A row is eligible for a turn onl
    from, most restrictive wins, when it was written (``memory.services``);
 5. explicit restrictions hold: a revision restricted to one conversation appears only there, and a
    ``local`` revision from another project only when the query names its subject.
+
+A message is eligible only if it belongs to the agent (through its conversation, never through a
+search sidecar), connector source evidence exists for it (unknown provenance fails closed), its
+audience may be disclosed to the destination (``engram_audience_allows``), and, for an agent reply,
+its whole lineage may be too (``engram_lineage_allows``: the recursive walk with hard caps).
 
 Rows withheld because their provenance is unknown are never returned; :meth:`withheld_unknown_sql`
 only counts them, for the audit's ``eligibility_withheld_unknown``.
@@ -89,6 +96,22 @@ def perspective_for_conversation(conversation: Conversation, *, requester_id: in
     )
 
 
+#: The destination arguments every disclosure function takes, bound by ``destination_params``.
+DESTINATION_ARGS = "%(el_d_kind)s, %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[]"
+
+
+def destination_params(perspective: Perspective) -> dict[str, Any]:
+    d = perspective.destination
+    return {
+        "el_agent": perspective.agent_id,
+        "el_d_kind": str(d.kind),
+        "el_d_namespace": d.namespace,
+        "el_d_readers": list(d.readers),
+        "el_d_linked": list(perspective.linked_readers),
+        "el_conversation": perspective.conversation_id,
+    }
+
+
 @dataclass(frozen=True)
 class EligibleRevisions:
     """The eligible base set for one perspective, as an SQL subquery with named parameters.
@@ -109,16 +132,10 @@ class EligibleRevisions:
         return self.as_of is not None or self.known_at is not None
 
     def params(self) -> dict[str, Any]:
-        d = self.perspective.destination
         return {
-            "el_agent": self.perspective.agent_id,
+            **destination_params(self.perspective),
             "el_as_of": self.as_of or self.now,
             "el_known_at": self.known_at or self.now,
-            "el_d_kind": str(d.kind),
-            "el_d_namespace": d.namespace,
-            "el_d_readers": list(d.readers),
-            "el_d_linked": list(self.perspective.linked_readers),
-            "el_conversation": self.perspective.conversation_id,
             "el_project": self.perspective.project,
             "el_named_subjects": list(self.named_subject_ids),
         }
@@ -177,10 +194,60 @@ class EligibleRevisions:
 
     @staticmethod
     def _audience_or_grant() -> str:
-        destination = "%(el_d_kind)s, %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[]"
+        destination = DESTINATION_ARGS
         return (
             "(engram_audience_allows(r.audience_kind, r.audience_namespace, r.audience_readers, "
             f"{destination}) OR EXISTS (SELECT 1 FROM memory_sharinggrant g WHERE g.revision_id = r.id "
             "AND g.agent_id = %(el_agent)s AND g.revoked_at IS NULL AND engram_audience_allows("
             f"g.audience_kind, g.audience_namespace, g.audience_readers, {destination})))"
         )
+
+
+#: Columns every eligible message exposes (``em.<name>``).
+MESSAGE_COLUMNS = (
+    "m.id AS message_id, m.conversation_id, m.actor_id, m.direction, m.body, m.created_at, c.connector_id"
+)
+
+
+@dataclass(frozen=True)
+class EligibleMessages:
+    """The eligible transcript for one perspective, as an SQL subquery with named parameters.
+
+    Each rule is also exposed on its own (``rules()``), in the order the search audit attributes an
+    excluded match to the first rule that removed it.
+    """
+
+    perspective: Perspective
+
+    def params(self) -> dict[str, Any]:
+        return destination_params(self.perspective)
+
+    @staticmethod
+    def owned() -> str:
+        """FROM clause binding each message to the agent through its conversation (the perspective)."""
+        return (
+            "history_message m JOIN history_conversation c ON c.id = m.conversation_id AND c.agent_id = %(el_agent)s"
+        )
+
+    @staticmethod
+    def rules() -> list[tuple[str, str]]:
+        return [
+            ("no_evidence", "EXISTS (SELECT 1 FROM history_messagesourceevidence ev WHERE ev.message_id = m.id)"),
+            (
+                "audience",
+                "engram_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers, "
+                f"{DESTINATION_ARGS})",
+            ),
+            (
+                "lineage",
+                "(m.direction = 'inbound' OR engram_lineage_allows(%(el_agent)s, m.history_message_ids, "
+                f"m.memory_revision_ids, {DESTINATION_ARGS}))",
+            ),
+        ]
+
+    def predicate(self) -> str:
+        return " AND ".join(["m.agent_id = %(el_agent)s", *(condition for _, condition in self.rules())])
+
+    def sql(self) -> str:
+        """``SELECT <MESSAGE_COLUMNS> FROM ... WHERE <every rule>``; alias it ``em``."""
+        return f"SELECT {MESSAGE_COLUMNS} FROM {self.owned()} WHERE {self.predicate()}"

@@ -1,0 +1,411 @@
+"""Conversation history search: the full transcript, under exactly the disclosure rule memory uses.
+
+Search is a candidate source and a ranking problem, not a new authorization boundary: every hit and
+every neighbour comes from :class:`memory.retrieval.eligibility.EligibleMessages` (agent through the
+conversation, source evidence, audience, lineage), decided in SQL before anything is ranked. The
+sidecar only narrows the scan; text is hydrated from ``history_message`` after authorization.
+
+Query words are OR'd (``engram_search_query``) and ranked by ``ts_rank_cd``; structural filters
+(actor, conversation, connector, time range) only narrow, and an actor filter that does not resolve in
+the perspective returns nothing. Ranking adds recency, same actor, same conversation, a small boost
+for rooms the requester spoke in, and a demotion of the window the turn already loaded. The message
+being answered and the loaded window are excluded. Every search, empty or not, writes a
+``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed
+each match; if that write fails the search fails. Results join the turn's evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Actor, IdentityLink
+from config.audit import audit_digest
+from config.errors import Unprocessable
+from history.models import ConversationSearchEvent, Turn
+from memory.retrieval.eligibility import EligibleMessages, Perspective
+
+POLICY_VERSION = "history@1"
+DEFAULT_LIMIT, MAX_LIMIT = 8, 20
+NEIGHBOURS = 2
+#: Each hit can bring up to 2 + 2 neighbours: five messages of evidence.
+MESSAGES_PER_HIT = 1 + 2 * NEIGHBOURS
+#: Per-turn ceiling of distinct evidence messages; well under the lineage caps (500 history ids).
+TURN_EVIDENCE_CEILING = 400
+CANDIDATE_CAP = 200
+#: Matches counted by exclusion rule per search; counting stops here, ranking never looks past the pool.
+COUNTING_CEILING = 1_000
+RECENCY_DAYS = 90.0
+#: How many of the current conversation's latest messages count as "the window already loaded".
+CURRENT_WINDOW = 30
+RRF_K = 60
+
+WEIGHTS = {
+    "lexical": 0.60,
+    "recency": 0.12,
+    "same_actor": 0.10,
+    "same_conversation": 0.08,
+    "requester_spoke": 0.05,
+    "current_window": -0.30,
+}
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    text: str
+    actor: str | None = None
+    conversation_id: int | None = None
+    connector: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = DEFAULT_LIMIT
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise Unprocessable(f"limit must lie in [1, {MAX_LIMIT}]", code="invalid_limit")
+        if self.since and self.until and self.until <= self.since:
+            raise Unprocessable("until must be after since", code="invalid_time_range")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Structural filters as SQL that may only narrow (``AND ...``), their parameters, and how the
+    audit describes them."""
+
+    sql: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    described: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FoundMessage:
+    message_id: int
+    conversation_id: int
+    actor_id: int | None
+    actor: str | None
+    direction: str
+    created_at: datetime
+    body: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    message: FoundMessage
+    score: float
+    components: dict[str, float]
+    before: list[FoundMessage] = field(default_factory=list)
+    after: list[FoundMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """``message_ids`` first: a result truncated mid-way still yields every id for provenance."""
+
+    message_ids: list[int]
+    hits: list[Hit]
+    event_id: int
+    code: str = ""  # "search_budget_exhausted" when the turn's evidence ceiling is reached
+    exclusion_counts: dict[str, int] = field(default_factory=dict)
+    degradation: str = ""
+
+
+def search_history(
+    *,
+    perspective: Perspective,
+    query: HistoryQuery,
+    turn: Turn | None = None,
+    exclude_message_ids: Iterable[int] = (),
+) -> HistoryResult:
+    """Search the perspective's eligible transcript. With a turn, results join its evidence."""
+    excluded = set(exclude_message_ids)
+    evidence: list[int] = []
+    if turn is not None:
+        excluded.update(turn.loaded_message_ids)
+        excluded.add(turn.inbound_message_id)
+        evidence = list(turn.evidence_message_ids)
+    requester_ids = _requester_identities(perspective)
+    filters = _resolve_filters(perspective, query, requester_ids)
+    remaining = TURN_EVIDENCE_CEILING - len(set(evidence))
+    if remaining <= 0:
+        return _finish(perspective, query, turn, filters, [], {}, code="search_budget_exhausted")
+    if filters is None or not query.text.strip():
+        return _finish(perspective, query, turn, filters, [], {})
+    # Near the ceiling, ask for fewer hits so that hits plus neighbours still fit.
+    limit = max(1, min(query.limit, remaining // MESSAGES_PER_HIT))
+
+    eligible = EligibleMessages(perspective)
+    params = {
+        **eligible.params(),
+        "q_text": query.text,
+        "q_excluded": sorted(excluded),
+        "q_cap": CANDIDATE_CAP,
+        "q_count_cap": COUNTING_CEILING,
+        **filters.params,
+    }
+    structural = filters.sql
+    pool = _ranked_pool(eligible, structural, params)
+    counts = _exclusion_counts(eligible, structural, params)
+    spoke_in = _conversations_spoken_in(perspective.agent_id, requester_ids, {row[1] for row in pool})
+    window = _current_window(perspective.conversation_id)
+    now = timezone.now()
+    scored = []
+    for rank, (message_id, conversation_id, actor_id, created_at) in enumerate(pool, start=1):
+        features = {
+            "lexical": (RRF_K + 1) / (RRF_K + rank),
+            "recency": math.exp(-max(0.0, (now - created_at).total_seconds()) / 86_400 / RECENCY_DAYS),
+            "same_actor": 1.0 if actor_id in requester_ids else 0.0,
+            "same_conversation": 1.0 if conversation_id == perspective.conversation_id else 0.0,
+            "requester_spoke": 1.0 if conversation_id in spoke_in else 0.0,
+            "current_window": 1.0 if message_id in window else 0.0,
+        }
+        score = sum(WEIGHTS[name] * value for name, value in features.items())
+        scored.append((round(score, 6), message_id, {k: round(v, 4) for k, v in features.items()}))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    chosen = scored[:limit]
+    counts["below_cutoff"] = counts.get("eligible", 0) - len(chosen)
+    counts.pop("eligible", None)
+    hits = _hydrate(eligible, params, chosen, budget=remaining)
+    return _finish(perspective, query, turn, filters, hits, counts)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def _requester_identities(perspective: Perspective) -> set[int]:
+    """The requester and every actor a verified, unrevoked identity link joins them to."""
+    if perspective.requester_id is None:
+        return set()
+    me = perspective.requester_id
+    links = IdentityLink.objects.filter(
+        Q(actor_a_id=me) | Q(actor_b_id=me), agent_id=perspective.agent_id, revoked_at__isnull=True
+    ).values_list("actor_a_id", "actor_b_id")
+    return {me, *(a if b == me else b for a, b in links)}
+
+
+def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_ids: set[int]) -> Filters | None:
+    """Structural filters as SQL that only narrows. None when a filter does not resolve: no results."""
+    sql: list[str] = []
+    params: dict[str, Any] = {}
+    described: dict[str, Any] = {}
+    if query.actor:
+        if query.actor == "requester":
+            actor_ids = sorted(requester_ids)
+        else:
+            # Resolved through the perspective's own actors, never an id the caller invented.
+            candidates = Actor.objects.filter(connector__agent_id=perspective.agent_id)
+            text = query.actor.strip()
+            actor_ids = sorted(
+                candidates.filter(Q(external_id=text) | Q(display_name__iexact=text)).values_list("pk", flat=True)
+            )
+            if text.isdigit():
+                actor_ids = sorted({*actor_ids, *candidates.filter(pk=int(text)).values_list("pk", flat=True)})
+        if not actor_ids:
+            return None
+        sql.append("m.actor_id = ANY(%(f_actors)s::bigint[])")
+        params["f_actors"] = actor_ids
+        described["actor_ids"] = actor_ids
+    if query.conversation_id is not None:
+        sql.append("m.conversation_id = %(f_conversation)s")
+        params["f_conversation"] = query.conversation_id
+        described["conversation_id"] = query.conversation_id
+    if query.connector:
+        kind, _, name = query.connector.partition(":")
+        sql.append(
+            "c.connector_id IN (SELECT id FROM accounts_connector WHERE type = %(f_ctype)s AND name = %(f_cname)s)"
+        )
+        params.update(f_ctype=kind, f_cname=name)
+        described["connector"] = query.connector
+    if query.since:
+        sql.append("m.created_at >= %(f_since)s")
+        params["f_since"] = query.since
+        described["since"] = query.since.isoformat()
+    if query.until:
+        sql.append("m.created_at < %(f_until)s")
+        params["f_until"] = query.until
+        described["until"] = query.until.isoformat()
+    described["limit"] = query.limit
+    return Filters(sql="".join(f" AND {s}" for s in sql), params=params, described=described)
+
+
+_MATCHES = (
+    "FROM {owned} JOIN history_messagesearchdocument d ON d.message_id = m.id,"
+    " (SELECT engram_search_query(%(q_text)s) AS q) q"
+    " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q AND m.agent_id = %(el_agent)s{structural}"
+)
+
+
+def _ranked_pool(eligible: EligibleMessages, structural: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Eligible, not-excluded lexical matches, best ``ts_rank_cd`` first, capped."""
+    sql = (
+        "SELECT m.id, m.conversation_id, m.actor_id, m.created_at "
+        + _MATCHES.format(owned=eligible.owned(), structural=structural)
+        + " AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))"
+        + "".join(f" AND {condition}" for _, condition in eligible.rules())
+        + " ORDER BY ts_rank_cd(d.tsv, q.q) DESC, m.created_at DESC, m.id LIMIT %(q_cap)s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _exclusion_counts(eligible: EligibleMessages, structural: str, params: dict[str, Any]) -> dict[str, int]:
+    """Matches (up to the counting ceiling) by the first rule that removed them, computed with the
+    search's own predicates; ``eligible`` counts the survivors."""
+    verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
+    verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
+    verdict += " ELSE 'eligible' END"
+    sql = (
+        f"SELECT verdict, count(*) FROM (SELECT {verdict} AS verdict "
+        + _MATCHES.format(owned=eligible.owned(), structural=structural)
+        + " LIMIT %(q_count_cap)s) matches GROUP BY verdict"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        counts = {name: int(count) for name, count in cursor.fetchall()}
+    return {name: counts.get(name, 0) for name in ("already_in_context", "no_evidence", "audience", "lineage")} | {
+        "eligible": counts.get("eligible", 0)
+    }
+
+
+def _conversations_spoken_in(agent_id: int, requester_ids: set[int], conversation_ids: set[int]) -> set[int]:
+    if not requester_ids or not conversation_ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT conversation_id FROM history_message WHERE agent_id = %s"
+            " AND conversation_id = ANY(%s::bigint[]) AND actor_id = ANY(%s::bigint[])",
+            [agent_id, sorted(conversation_ids), sorted(requester_ids)],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _current_window(conversation_id: int | None) -> set[int]:
+    if conversation_id is None:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM history_message WHERE conversation_id = %s ORDER BY created_at DESC, id DESC LIMIT %s",
+            [conversation_id, CURRENT_WINDOW],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+_HYDRATE = """
+WITH em AS NOT MATERIALIZED ({eligible}),
+hit AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(h_ids)s::bigint[]))
+SELECT hit.message_id AS hit_id, 0 AS side, hit.* FROM hit
+UNION ALL
+SELECT hit.message_id, -1, b.* FROM hit CROSS JOIN LATERAL (
+    SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
+      AND (em.created_at, em.message_id) < (hit.created_at, hit.message_id)
+      AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
+    ORDER BY em.created_at DESC, em.message_id DESC LIMIT {n}) b
+UNION ALL
+SELECT hit.message_id, 1, a.* FROM hit CROSS JOIN LATERAL (
+    SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
+      AND (em.created_at, em.message_id) > (hit.created_at, hit.message_id)
+      AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
+    ORDER BY em.created_at, em.message_id LIMIT {n}) a
+"""
+
+
+def _hydrate(
+    eligible: EligibleMessages,
+    params: dict[str, Any],
+    chosen: Sequence[tuple[float, int, dict[str, float]]],
+    *,
+    budget: int,
+) -> list[Hit]:
+    """Canonical text for the hits and their eligible neighbours, read through the eligible set again."""
+    if not chosen:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HYDRATE.format(eligible=eligible.sql(), n=NEIGHBOURS), {**params, "h_ids": [c[1] for c in chosen]}
+        )
+        columns = [c.name for c in cursor.description or ()]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    labels = {a.pk: a.label for a in Actor.objects.filter(pk__in={r["actor_id"] for r in rows if r["actor_id"]})}
+
+    def found(row: dict[str, Any]) -> FoundMessage:
+        return FoundMessage(
+            message_id=row["message_id"],
+            conversation_id=row["conversation_id"],
+            actor_id=row["actor_id"],
+            actor=labels.get(row["actor_id"]),
+            direction=row["direction"],
+            created_at=row["created_at"],
+            body=row["body"],
+        )
+
+    by_hit: dict[int, dict[int, list[dict[str, Any]]]] = {}
+    for row in rows:
+        by_hit.setdefault(row["hit_id"], {}).setdefault(row["side"], []).append(row)
+    hits: list[Hit] = []
+    seen: set[int] = set()
+    for score, message_id, components in chosen:
+        parts = by_hit.get(message_id)
+        if not parts or 0 not in parts:
+            continue  # no longer eligible between ranking and hydration
+        before = sorted(parts.get(-1, []), key=lambda r: (r["created_at"], r["message_id"]))
+        after = sorted(parts.get(1, []), key=lambda r: (r["created_at"], r["message_id"]))
+        new_ids = {r["message_id"] for r in [parts[0][0], *before, *after]} - seen
+        if len(seen) + len(new_ids) > budget:
+            # Near the turn's ceiling: keep the hit, drop neighbours that would overflow it.
+            before, after = [], []
+            new_ids = {message_id} - seen
+            if len(seen) + len(new_ids) > budget:
+                break
+        seen |= new_ids
+        hits.append(
+            Hit(
+                message=found(parts[0][0]),
+                score=score,
+                components=components,
+                before=[found(r) for r in before],
+                after=[found(r) for r in after],
+            )
+        )
+    return hits
+
+
+def _finish(
+    perspective: Perspective,
+    query: HistoryQuery,
+    turn: Turn | None,
+    filters: Filters | None,
+    hits: list[Hit],
+    counts: dict[str, int],
+    *,
+    code: str = "",
+) -> HistoryResult:
+    message_ids: list[int] = []
+    for hit in hits:
+        for message in [*hit.before, hit.message, *hit.after]:
+            if message.message_id not in message_ids:
+                message_ids.append(message.message_id)
+    with transaction.atomic():
+        if turn is not None and message_ids:
+            # The turn's evidence grows under a row lock, so concurrent rounds cannot lose ids.
+            locked = Turn.objects.select_for_update().get(pk=turn.pk)
+            merged = list(dict.fromkeys([*locked.evidence_message_ids, *message_ids]))
+            locked.evidence_message_ids = merged
+            locked.save(update_fields=["evidence_message_ids"])
+            turn.evidence_message_ids = merged
+        event = ConversationSearchEvent.objects.create(
+            agent_id=perspective.agent_id,
+            turn=turn,
+            query_digest=audit_digest(query.text) if query.text else "",
+            filters=filters.described if filters is not None else {"unresolved_filter": True},
+            destination_audience=perspective.destination.as_dict(),
+            selected=[{"message_id": hit.message.message_id, "score": hit.score, **hit.components} for hit in hits],
+            exclusion_counts=counts,
+        )
+    return HistoryResult(message_ids=message_ids, hits=hits, event_id=event.pk, code=code, exclusion_counts=counts)

@@ -20,7 +20,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from django.db import connection, transaction
 from django.db.models import Q
@@ -31,6 +32,7 @@ from config.audit import audit_digest
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn
 from memory.retrieval.eligibility import EligibleMessages, Perspective
+from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 
 POLICY_VERSION = "history@1"
 DEFAULT_LIMIT, MAX_LIMIT = 8, 20
@@ -48,13 +50,22 @@ CURRENT_WINDOW = 30
 RRF_K = 60
 
 WEIGHTS = {
-    "lexical": 0.60,
+    "match": 0.60,
     "recency": 0.12,
     "same_actor": 0.10,
     "same_conversation": 0.08,
     "requester_spoke": 0.05,
     "current_window": -0.30,
 }
+
+
+class MessageCandidateProvider(Protocol):
+    """A non-SQL candidate source for history search (semantic search over message embeddings)."""
+
+    name: str
+    in_database: bool
+
+    def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]: ...
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,7 @@ def search_history(
     query: HistoryQuery,
     turn: Turn | None = None,
     exclude_message_ids: Iterable[int] = (),
+    providers: Sequence[MessageCandidateProvider] = (),
 ) -> HistoryResult:
     """Search the perspective's eligible transcript. With a turn, results join its evidence."""
     excluded = set(exclude_message_ids)
@@ -150,15 +162,39 @@ def search_history(
         **filters.params,
     }
     structural = filters.sql
-    pool = _ranked_pool(eligible, structural, params)
+    ranks: dict[str, dict[int, int]] = {"lexical": {}}
+    rows: dict[int, tuple[Any, ...]] = {}
+    for rank, row in enumerate(_ranked_pool(eligible, structural, params), start=1):
+        ranks["lexical"][row[0]] = rank
+        rows[row[0]] = row
+    outcome = run_providers(
+        [
+            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, query.text, CANDIDATE_CAP))
+            for p in providers
+        ],
+        cap=CANDIDATE_CAP,
+    )
+    proposed = {hit.target_id for hit in outcome.hits}
+    # Provider ids count only once the same eligibility, exclusions and filters admit them.
+    for row in _revalidate(eligible, structural, params, proposed - rows.keys()):
+        rows[row[0]] = row
+    for hit in outcome.hits:
+        if hit.target_id in rows:
+            arm = ranks.setdefault(hit.arm, {})
+            arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
+    relevance_arms = ["lexical", *(p.name for p in providers)]
+    best_possible = len(relevance_arms) / (RRF_K + 1)
     counts = _exclusion_counts(eligible, structural, params)
-    spoke_in = _conversations_spoken_in(perspective.agent_id, requester_ids, {row[1] for row in pool})
+    spoke_in = _conversations_spoken_in(perspective.agent_id, requester_ids, {row[1] for row in rows.values()})
     window = _current_window(perspective.conversation_id)
     now = timezone.now()
     scored = []
-    for rank, (message_id, conversation_id, actor_id, created_at) in enumerate(pool, start=1):
+    for message_id, conversation_id, actor_id, created_at in rows.values():
+        fused = sum(
+            1 / (RRF_K + ranks.get(arm, {})[message_id]) for arm in relevance_arms if message_id in ranks.get(arm, {})
+        )
         features = {
-            "lexical": (RRF_K + 1) / (RRF_K + rank),
+            "match": fused / best_possible,
             "recency": math.exp(-max(0.0, (now - created_at).total_seconds()) / 86_400 / RECENCY_DAYS),
             "same_actor": 1.0 if actor_id in requester_ids else 0.0,
             "same_conversation": 1.0 if conversation_id == perspective.conversation_id else 0.0,
@@ -169,10 +205,10 @@ def search_history(
         scored.append((round(score, 6), message_id, {k: round(v, 4) for k, v in features.items()}))
     scored.sort(key=lambda item: (-item[0], item[1]))
     chosen = scored[:limit]
-    counts["below_cutoff"] = counts.get("eligible", 0) - len(chosen)
+    counts["below_cutoff"] = max(0, counts.get("eligible", 0) - len(chosen))
     counts.pop("eligible", None)
     hits = _hydrate(eligible, params, chosen, budget=remaining)
-    return _finish(perspective, query, turn, filters, hits, counts)
+    return _finish(perspective, query, turn, filters, hits, counts, degradation=outcome.degradation)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -252,6 +288,21 @@ def _ranked_pool(eligible: EligibleMessages, structural: str, params: dict[str, 
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _revalidate(
+    eligible: EligibleMessages, structural: str, params: dict[str, Any], ids: set[int]
+) -> list[tuple[Any, ...]]:
+    if not ids:
+        return []
+    sql = (
+        f"SELECT m.id, m.conversation_id, m.actor_id, m.created_at FROM {eligible.owned()}"
+        f" WHERE m.id = ANY(%(p_ids)s::bigint[]) AND {eligible.predicate()}{structural}"
+        " AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**params, "p_ids": sorted(ids)})
         return cursor.fetchall()
 
 
@@ -385,6 +436,7 @@ def _finish(
     counts: dict[str, int],
     *,
     code: str = "",
+    degradation: str = "",
 ) -> HistoryResult:
     message_ids: list[int] = []
     for hit in hits:
@@ -407,5 +459,13 @@ def _finish(
             destination_audience=perspective.destination.as_dict(),
             selected=[{"message_id": hit.message.message_id, "score": hit.score, **hit.components} for hit in hits],
             exclusion_counts=counts,
+            degradation=degradation,
         )
-    return HistoryResult(message_ids=message_ids, hits=hits, event_id=event.pk, code=code, exclusion_counts=counts)
+    return HistoryResult(
+        message_ids=message_ids,
+        hits=hits,
+        event_id=event.pk,
+        code=code,
+        exclusion_counts=counts,
+        degradation=degradation,
+    )

@@ -11,12 +11,12 @@ eligibility removed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import connection
 
 from memory.retrieval.eligibility import EligibleRevisions
+from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
 ARM_CAP = 200
@@ -30,18 +30,12 @@ OWNERSHIP_ANCHOR = 0.5
 TYPE_ANCHOR = 0.25
 
 
-@dataclass(frozen=True)
-class ArmHit:
-    arm: str
-    revision_id: int
-    rank: int
-    score: float
-
-
 class CandidateProvider(Protocol):
-    """A non-SQL candidate source (semantic search). It receives the eligible set to search within."""
+    """A non-SQL candidate source for memory recall (semantic search), searching within the eligible set."""
 
     name: str
+    #: True when it queries Engram's own database (it then runs in the request's connection).
+    in_database: bool
 
     def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]: ...
 

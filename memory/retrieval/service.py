@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from django.conf import settings
-from django.db import close_old_connections
 from django.utils import timezone
 
 from accounts.models import Actor
@@ -21,10 +19,11 @@ from config.errors import Unprocessable
 from history.models import Session, Turn
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
-from memory.retrieval.arms import ARM_CAP, ArmHit, CandidateProvider, sql_arms
+from memory.retrieval.arms import ARM_CAP, CandidateProvider, sql_arms
 from memory.retrieval.candidates import Candidate, hydrate, unresolved_conflicts
 from memory.retrieval.collapse import collapse, mark_near_duplicates
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
+from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import RecallQuery
 from memory.retrieval.ranking import POLICY_VERSION, passes_relevance, score
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
@@ -33,7 +32,6 @@ from memory.retrieval.safety import block_reason
 #: Beliefs about who the person is and how they like to work: two thirds of a snapshot is theirs.
 DURABLE_TYPES = (BeliefType.USER_MODEL_ATTR, BeliefType.PREFERENCE, BeliefType.RELATIONSHIP)
 PER_SUBJECT_CAP = {"task": 4, "core": 8}
-PROVIDER_DEADLINE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -126,9 +124,15 @@ def recall(
     arm_started = time.perf_counter()
     hits, withheld_unknown = sql_arms(eligible, query, delta_after=delta_after)
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3)}
-    provider_hits, degradation, provider_latency = _run_providers(providers, eligible, query)
-    arm_latency.update(provider_latency)
-    hits.extend(provider_hits)
+    outcome = run_providers(
+        []
+        if query.empty
+        else [ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers],
+        cap=ARM_CAP,
+    )
+    degradation = outcome.degradation
+    arm_latency.update(outcome.latency_ms)
+    hits.extend(outcome.hits)
 
     pool = _candidates(eligible, hits)
     arms_run = {hit.arm for hit in hits} | {p.name for p in providers}
@@ -198,9 +202,9 @@ def recall(
 
 def _candidates(eligible: EligibleRevisions, hits: Sequence[ArmHit]) -> dict[int, Candidate]:
     """Hydrate every hit through the eligible set (revalidation) and attach its arm ranks."""
-    pool = hydrate(eligible, (hit.revision_id for hit in hits))
+    pool = hydrate(eligible, (hit.target_id for hit in hits))
     for hit in hits:
-        candidate = pool.get(hit.revision_id)
+        candidate = pool.get(hit.target_id)
         if candidate is None:
             continue  # not eligible now: a provider may have returned a stale or foreign id
         if hit.rank < candidate.arms.get(hit.arm, ARM_CAP + 1):
@@ -243,38 +247,6 @@ def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidat
     priming.sort(key=lambda c: (-c.components.get("match", 0), c.order_key))
     chosen = durable + priming[: budget.max_items - len(durable)]
     return sorted(chosen, key=lambda c: c.order_key)
-
-
-def _run_providers(
-    providers: Sequence[CandidateProvider], eligible: EligibleRevisions, query: RecallQuery
-) -> tuple[list[ArmHit], str, dict[str, float]]:
-    """Run provider arms under one shared deadline. A failing or late provider degrades the recall to
-    the SQL arms' authorized results and names the category; it never widens what is eligible."""
-    if not providers or query.empty:
-        return [], "", {}
-    hits: list[ArmHit] = []
-    degraded: list[str] = []
-    latency: dict[str, float] = {}
-    deadline = time.monotonic() + PROVIDER_DEADLINE_S
-
-    def run(provider: CandidateProvider) -> Sequence[ArmHit]:
-        try:
-            return provider.candidates(eligible, query, ARM_CAP)
-        finally:
-            close_old_connections()
-
-    with ThreadPoolExecutor(max_workers=len(providers)) as pool:
-        futures = {provider.name: (pool.submit(run, provider), time.perf_counter()) for provider in providers}
-        for name, (future, started) in futures.items():
-            try:
-                hits.extend(list(future.result(timeout=max(0.0, deadline - time.monotonic())))[:ARM_CAP])
-            except FutureTimeout:
-                degraded.append(f"{name}_timeout")
-            except Exception:  # any provider failure degrades to the SQL arms, by contract
-                degraded.append(f"{name}_unavailable")
-            latency[name] = round((time.perf_counter() - started) * 1000, 3)
-        pool.shutdown(wait=False, cancel_futures=True)
-    return hits, ",".join(degraded), latency
 
 
 def _labels(items: Sequence[Candidate]) -> Labels:

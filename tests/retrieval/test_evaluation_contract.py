@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from accounts.services import actor_rename
 from memory.models import MemoryRevision
-from memory.retrieval.arms import ArmHit
 from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
+from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery, form_query
 from memory.retrieval.service import recall, task_budget
 from memory.services import Provenance, revision_amend
@@ -23,6 +23,7 @@ class EverythingMatches:
     """A semantic provider that ranks every revision of the agent first: similarity at its maximum."""
 
     name = "semantic"
+    in_database = True
 
     def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
         ids = MemoryRevision.objects.filter(agent_id=eligible.perspective.agent_id).values_list("pk", flat=True)

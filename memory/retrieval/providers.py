@@ -1,0 +1,101 @@
+"""Candidate providers (semantic search and other non-SQL arms) and the shared deadline they run under.
+
+A provider only proposes ids with ranks. Whatever it returns is revalidated against the eligible set
+when candidates are hydrated, so a provider can never add a row that eligibility removed; a provider
+that fails or misses the deadline degrades the read to the SQL arms' authorized results and names the
+degradation category (``<name>_unavailable``, ``<name>_timeout``), never to unauthorized ones.
+
+Providers that query Engram's own database (``in_database = True``) run in the request's connection,
+so they see its transaction, under a ``statement_timeout`` equal to the remaining deadline; others
+(a remote vector store) run in worker threads and are abandoned at the deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from django.db import close_old_connections, connection, transaction
+
+log = logging.getLogger(__name__)
+
+#: Semantic search deadline shared by every provider of one read.
+PROVIDER_DEADLINE_S = 3.0
+
+
+@dataclass(frozen=True)
+class ArmHit:
+    """One candidate from one arm: the target row's id (a revision or a message), its rank, a score."""
+
+    arm: str
+    target_id: int
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class ProviderCall:
+    name: str
+    in_database: bool
+    call: Callable[[], Sequence[ArmHit]]
+
+
+@dataclass(frozen=True)
+class ProviderOutcome:
+    hits: list[ArmHit]
+    degradation: str
+    latency_ms: dict[str, float]
+
+
+def run_providers(
+    calls: Sequence[ProviderCall], *, cap: int, deadline_s: float = PROVIDER_DEADLINE_S
+) -> ProviderOutcome:
+    if not calls:
+        return ProviderOutcome([], "", {})
+    deadline = time.monotonic() + deadline_s
+    hits: list[ArmHit] = []
+    degraded: list[str] = []
+    latency: dict[str, float] = {}
+
+    remote = [c for c in calls if not c.in_database]
+    pool = ThreadPoolExecutor(max_workers=len(remote)) if remote else None
+    futures = {}
+    if pool is not None:
+        for provider in remote:
+            futures[provider.name] = (pool.submit(_in_thread, provider.call), time.perf_counter())
+    try:
+        for provider in (c for c in calls if c.in_database):
+            started = time.perf_counter()
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL statement_timeout = {remaining_ms}")
+                    hits.extend(list(provider.call())[:cap])
+            except Exception as error:  # any provider failure degrades to the SQL arms, by contract
+                degraded.append(f"{provider.name}_{'timeout' if 'statement timeout' in str(error) else 'unavailable'}")
+                log.warning("provider %s failed: %s", provider.name, error)
+            latency[provider.name] = round((time.perf_counter() - started) * 1000, 3)
+        for name, (future, started) in futures.items():
+            try:
+                hits.extend(list(future.result(timeout=max(0.0, deadline - time.monotonic())))[:cap])
+            except FutureTimeout:
+                degraded.append(f"{name}_timeout")
+            except Exception as error:  # any provider failure degrades to the SQL arms, by contract
+                degraded.append(f"{name}_unavailable")
+                log.warning("provider %s failed: %s", name, error)
+            latency[name] = round((time.perf_counter() - started) * 1000, 3)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    return ProviderOutcome(hits, ",".join(degraded), latency)
+
+
+def _in_thread(call: Callable[[], Sequence[ArmHit]]) -> Sequence[ArmHit]:
+    try:
+        return call()
+    finally:
+        close_old_connections()

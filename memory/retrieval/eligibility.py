@@ -204,9 +204,7 @@ class EligibleRevisions:
 
 
 #: Columns every eligible message exposes (``em.<name>``).
-MESSAGE_COLUMNS = (
-    "m.id AS message_id, m.conversation_id, m.actor_id, m.direction, m.body, m.created_at, c.connector_id"
-)
+MESSAGE_COLUMNS = "m.id AS message_id, m.conversation_id, m.actor_id, m.direction, m.body, m.created_at, c.connector_id"
 
 
 @dataclass(frozen=True)
@@ -225,9 +223,7 @@ class EligibleMessages:
     @staticmethod
     def owned() -> str:
         """FROM clause binding each message to the agent through its conversation (the perspective)."""
-        return (
-            "history_message m JOIN history_conversation c ON c.id = m.conversation_id AND c.agent_id = %(el_agent)s"
-        )
+        return "history_message m JOIN history_conversation c ON c.id = m.conversation_id AND c.agent_id = %(el_agent)s"
 
     @staticmethod
     def rules() -> list[tuple[str, str]]:

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "pgtrigger",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "accounts",
     "history",
     "memory",
@@ -127,6 +128,9 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.IsAgent"],
+    "EXCEPTION_HANDLER": "config.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Engram API",
@@ -134,6 +138,14 @@ SPECTACULAR_SETTINGS = {
     "drive turns whose replies may only claim what committed.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc from the installed sidecar package: the docs work with no internet access.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "AudienceKindEnum": "history.audience.AudienceKind",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------------------------

@@ -1,28 +1,67 @@
 from django.contrib import admin
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.decorators import api_view, permission_classes
+from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from history.apis import MessageIngestApi
+from memory.apis import (
+    LedgerApi,
+    MyGrantRevokeApi,
+    MySharingDecisionApi,
+    MySharingRequestsApi,
+    ReplyCreateApi,
+    RoundCreateApi,
+    SessionCreateApi,
+    SessionDetailApi,
+    TraceDetailApi,
+    TurnCreateApi,
+    TurnDetailApi,
+)
 
+
+@extend_schema(exclude=True)
 @api_view(["GET"])
+@authentication_classes([])
 @permission_classes([AllowAny])
 def api_root(request: Request) -> Response:
     """The API's front door: where the schema and its documentation live."""
     return Response(
         {
             "service": "engram",
+            "version": "v1",
             "schema": request.build_absolute_uri("/api/schema/"),
             "docs": request.build_absolute_uri("/api/docs/"),
+            "redoc": request.build_absolute_uri("/api/redoc/"),
         }
     )
 
 
+public = {"authentication_classes": [], "permission_classes": [AllowAny]}
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api_root, name="api-root"),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/schema/", SpectacularAPIView.as_view(**public), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", **public), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema", **public), name="api-redoc"),
+    path("api/v1/messages", MessageIngestApi.as_view(), name="messages-ingest"),
+    path("api/v1/sessions", SessionCreateApi.as_view(), name="sessions-create"),
+    path("api/v1/sessions/<int:session_id>", SessionDetailApi.as_view(), name="sessions-detail"),
+    path("api/v1/sessions/<int:session_id>/turns", TurnCreateApi.as_view(), name="turns-create"),
+    path("api/v1/turns/<int:turn_id>", TurnDetailApi.as_view(), name="turns-detail"),
+    path("api/v1/turns/<int:turn_id>/rounds", RoundCreateApi.as_view(), name="turns-rounds"),
+    path("api/v1/turns/<int:turn_id>/ledger", LedgerApi.as_view(), name="turns-ledger"),
+    path("api/v1/turns/<int:turn_id>/reply", ReplyCreateApi.as_view(), name="turns-reply"),
+    path("api/v1/traces/<int:trace_id>", TraceDetailApi.as_view(), name="traces-detail"),
+    path("api/v1/me/sharing-requests", MySharingRequestsApi.as_view(), name="me-sharing-requests"),
+    path(
+        "api/v1/me/sharing-requests/<int:request_id>/decision",
+        MySharingDecisionApi.as_view(),
+        name="me-sharing-decision",
+    ),
+    path("api/v1/me/grants/<int:grant_id>/revoke", MyGrantRevokeApi.as_view(), name="me-grants-revoke"),
 ]

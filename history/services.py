@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
-from history.audience import DESTINATION_KINDS, Audience
+from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 
 
@@ -39,10 +39,12 @@ def conversation_upsert(
         external_thread_id=external_thread_id,
         defaults={"agent": agent, "title": title, "project": project, **_audience_columns(audience)},
     )
+    # An empty title or project means "unchanged": connectors do not resend them with every message.
+    wanted = {"title": title, "project": project, **_audience_columns(audience)}
     changed = {
         name: value
-        for name, value in {"title": title, "project": project, **_audience_columns(audience)}.items()
-        if getattr(conversation, name) != value
+        for name, value in wanted.items()
+        if getattr(conversation, name) != value and not (name in ("title", "project") and not value)
     }
     if changed:
         for name, value in changed.items():
@@ -113,3 +115,113 @@ def message_ingest(
             raise
         return IngestedMessage(message=existing, created=False)
     return IngestedMessage(message=message, created=True)
+
+
+@transaction.atomic
+def reply_record(
+    *,
+    turn_conversation: Conversation,
+    body: str,
+    history_message_ids: list[int],
+    memory_revision_ids: list[int],
+    cited_revision_ids: list[int],
+    created_at: datetime,
+) -> Message:
+    """Append the agent's delivered reply with its provenance; its evidence is the agent's own delivery."""
+    message = Message.objects.create(
+        agent_id=turn_conversation.agent_id,
+        conversation=turn_conversation,
+        actor=None,
+        direction=MessageDirection.OUTBOUND,
+        body=body,
+        created_at=created_at,
+        audience_kind=turn_conversation.audience_kind,
+        audience_namespace=turn_conversation.audience_namespace,
+        audience_readers=list(turn_conversation.audience_readers),
+        history_message_ids=history_message_ids,
+        memory_revision_ids=memory_revision_ids,
+        cited_revision_ids=cited_revision_ids,
+    )
+    MessageSourceEvidence.objects.create(message=message, method=EvidenceMethod.AGENT_REPLY)
+    return message
+
+
+@dataclass(frozen=True)
+class IngestItem:
+    """One connector message as a runtime relays it. Readers are the connector's external actor ids."""
+
+    connector_type: str
+    connector_name: str
+    thread_id: str
+    audience_kind: str
+    reader_external_ids: tuple[str, ...]
+    actor_external_id: str
+    actor_display_name: str
+    body: str
+    created_at: datetime
+    evidence_method: str
+    evidence_detail: dict[str, Any]
+    external_id: str | None = None
+    thread_title: str = ""
+    project: str = ""
+
+
+@transaction.atomic
+def messages_ingest_batch(*, agent: RuntimeAgent, items: list[IngestItem]) -> list[IngestedMessage]:
+    """Ingest a validated batch in one transaction: connectors, actors and conversations are created
+    on first sight inside the agent's own perspective; audiences are built from the connector's
+    namespace, never from free text; a repeated external message id creates nothing new."""
+    results: list[IngestedMessage] = []
+    connectors: dict[tuple[str, str], Connector] = {}
+    actors: dict[tuple[int, str], Actor] = {}
+
+    def connector_for(item: IngestItem) -> Connector:
+        key = (item.connector_type, item.connector_name)
+        if key not in connectors:
+            connectors[key], _ = Connector.objects.get_or_create(agent=agent, type=key[0], name=key[1])
+        return connectors[key]
+
+    def actor_for(connector: Connector, external_id: str, display_name: str | None) -> Actor:
+        key = (connector.pk, external_id)
+        actor = actors.get(key)
+        if actor is None:
+            actor, _ = Actor.objects.get_or_create(
+                connector=connector,
+                external_id=external_id,
+                defaults={"tenant_id": agent.tenant_id, "display_name": display_name or external_id},
+            )
+            actors[key] = actor
+        if display_name and actor.display_name != display_name:
+            actor.display_name = display_name  # a rename changes rendering, never stored text
+            actor.save(update_fields=["display_name"])
+        return actor
+
+    for item in items:
+        connector = connector_for(item)
+        author = actor_for(connector, item.actor_external_id, item.actor_display_name)
+        readers = [actor_for(connector, external_id, None).pk for external_id in item.reader_external_ids]
+        audience = Audience(
+            item.audience_kind,
+            "" if item.audience_kind == AudienceKind.PUBLIC else connector.namespace,
+            tuple(readers),
+        )
+        conversation = conversation_upsert(
+            agent=agent,
+            connector=connector,
+            external_thread_id=item.thread_id,
+            audience=audience,
+            title=item.thread_title,
+            project=item.project,
+        )
+        results.append(
+            message_ingest(
+                conversation=conversation,
+                actor=author,
+                body=item.body,
+                created_at=item.created_at,
+                evidence_method=item.evidence_method,
+                evidence_detail=item.evidence_detail,
+                external_id=item.external_id,
+            )
+        )
+    return results

@@ -1,0 +1,558 @@
+"""The turn lifecycle an agent runtime drives: open a session (frozen snapshot), start a turn
+(in-turn recall), run at most three rounds of memory verbs, read the committed ledger, submit the
+reply (claim guard, pre-delivery recheck, provenance).
+
+The perspective is always bound from the turn: agent, destination audience and requester come from
+stored rows, never from a verb's arguments. Every call of a round has been validated (by the API's
+input serializers) before this module executes any of them, so a malformed call cannot leave an
+earlier call's write committed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.models import Actor, RuntimeAgent
+from config.errors import Conflict, NotFound, ServiceError, Unprocessable
+from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
+from history.search import HistoryQuery, search_history
+from history.services import reply_record
+from memory.claims import ledger_instruction, unsupported_claims
+from memory.models import (
+    EntryStatus,
+    MemoryEntry,
+    MemoryOperation,
+    MemoryRevision,
+    RecallMoment,
+    RecallTrace,
+    RecallTraceItem,
+    parse_short_id,
+    short_id,
+)
+from memory.retrieval.candidates import hydrate
+from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions, Perspective, perspective_for_turn
+from memory.retrieval.moments import session_snapshot, turn_recall
+from memory.retrieval.query import form_query
+from memory.retrieval.service import RecallResult, recall, task_budget
+from memory.services import KEEP, Belief, Provenance, entry_forget, memory_remember, revision_amend
+from memory.sharing import sharing_request_create
+
+TOOLS = ("remember", "recall", "amend", "forget", "request_memory_sharing", "search_history")
+MAX_ROUNDS = 3
+MAX_CALLS_PER_ROUND = 8
+MAX_LOADED_MESSAGES = 100
+CITATION = re.compile(r"\[(m:[0-9a-f]{8,})\]")
+
+
+# --------------------------------------------------------------------------------------------------
+# sessions and turns
+# --------------------------------------------------------------------------------------------------
+
+
+def session_open(
+    *,
+    agent: RuntimeAgent,
+    conversation_id: int,
+    kind: str = SessionKind.INTERACTIVE,
+    requester_id: int | None = None,
+    goal: str = "",
+    parent_session_id: int | None = None,
+) -> tuple[Session, RecallResult | None]:
+    conversation = Conversation.objects.filter(pk=conversation_id, agent=agent).first()
+    if conversation is None:
+        raise NotFound("conversation not found", code="conversation_not_found")
+    if requester_id is not None and not Actor.objects.filter(pk=requester_id, connector__agent=agent).exists():
+        raise NotFound("actor not found", code="actor_not_found")
+    parent = None
+    if parent_session_id is not None:
+        parent = Session.objects.filter(pk=parent_session_id, agent=agent).first()
+        if parent is None:
+            raise NotFound("session not found", code="session_not_found")
+        kind = SessionKind.CHILD
+    elif kind == SessionKind.CHILD:
+        raise Unprocessable("a child session names its parent session", code="parent_required")
+    with transaction.atomic():
+        session = Session.objects.create(agent=agent, conversation=conversation, kind=kind, parent=parent)
+        snapshot = session_snapshot(session=session, requester_id=requester_id, goal=goal)
+    session.refresh_from_db()
+    return session, snapshot
+
+
+def turn_start(
+    *, session: Session, inbound_message_id: int, loaded_message_ids: Sequence[int] = ()
+) -> tuple[Turn, RecallResult]:
+    inbound = Message.objects.filter(pk=inbound_message_id, conversation_id=session.conversation_id).first()
+    if inbound is None or inbound.direction != MessageDirection.INBOUND or inbound.actor_id is None:
+        raise NotFound("inbound message not found in this session's conversation", code="message_not_found")
+    loaded = list(dict.fromkeys(loaded_message_ids))
+    if len(loaded) > MAX_LOADED_MESSAGES:
+        raise Unprocessable(f"at most {MAX_LOADED_MESSAGES} loaded messages", code="window_too_large")
+    known = set(Message.objects.filter(agent_id=session.agent_id, pk__in=loaded).values_list("pk", flat=True))
+    if missing := [m for m in loaded if m not in known]:
+        raise Unprocessable("unknown loaded messages", code="unknown_parent", detail={"message_ids": missing})
+    conversation = session.conversation
+    with transaction.atomic():
+        turn = Turn(
+            agent_id=session.agent_id,
+            session=session,
+            inbound_message=inbound,
+            requester_id=inbound.actor_id,
+            loaded_message_ids=loaded,
+        )
+        turn.set_audience(conversation.audience)
+        turn.save()
+        result = turn_recall(turn=turn)
+    return turn, result
+
+
+def tools_offered(turn: Turn) -> list[str]:
+    """The verbs still available: none once the turn has used its last round or is closed."""
+    return list(TOOLS) if turn.state == TurnState.OPEN and turn.rounds_used < MAX_ROUNDS else []
+
+
+def recalled_revision_ids(turn: Turn) -> list[int]:
+    """Every revision rendered to the model in this turn: the session snapshot and the turn's recalls."""
+    return list(
+        RecallTraceItem.objects.filter(trace__in=_turn_traces(turn))
+        .order_by("revision_id")
+        .values_list("revision_id", flat=True)
+        .distinct()
+    )
+
+
+def _turn_traces(turn: Turn) -> Any:
+    return RecallTrace.objects.filter(turn=turn) | RecallTrace.objects.filter(
+        session_id=turn.session_id, moment__in=[RecallMoment.SNAPSHOT, RecallMoment.CHILD]
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# rounds of verbs
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerbCall:
+    verb: str
+    args: dict[str, Any]
+
+
+@dataclass
+class CallResult:
+    verb: str
+    status: str  # ok | unchanged | error
+    result: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    round: int
+    results: list[CallResult]
+    tools: list[str]
+    final: bool
+
+
+def round_run(*, turn: Turn, calls: Sequence[VerbCall]) -> RoundResult:
+    """Execute one validated round. Counting the round is atomic with the turn row lock, so two
+    concurrent rounds cannot both be the third."""
+    if not calls:
+        raise Unprocessable("a round has at least one call", code="empty_round")
+    if len(calls) > MAX_CALLS_PER_ROUND:
+        raise Unprocessable(f"at most {MAX_CALLS_PER_ROUND} calls per round", code="too_many_calls")
+    with transaction.atomic():
+        locked = Turn.objects.select_for_update().get(pk=turn.pk)
+        if locked.state != TurnState.OPEN:
+            raise Conflict(f"the turn is {locked.state}", code="turn_closed")
+        if locked.rounds_used >= MAX_ROUNDS:
+            raise Conflict(f"a turn has at most {MAX_ROUNDS} rounds; no tools remain", code="round_limit")
+        locked.rounds_used += 1
+        locked.save(update_fields=["rounds_used"])
+    turn.refresh_from_db()
+    number = turn.rounds_used
+    results = [_execute(turn, number, call) for call in calls]
+    turn.refresh_from_db()
+    tools = tools_offered(turn)
+    return RoundResult(round=number, results=results, tools=tools, final=not tools)
+
+
+def _execute(turn: Turn, round_number: int, call: VerbCall) -> CallResult:
+    handler = {
+        "remember": _remember,
+        "recall": _recall,
+        "amend": _amend,
+        "forget": _forget,
+        "request_memory_sharing": _request_sharing,
+        "search_history": _search_history,
+    }[call.verb]
+    try:
+        with transaction.atomic():
+            return handler(turn, round_number, call.args)
+    except ServiceError as error:
+        status = "unchanged" if error.code in {"unknown_memory", "already_forgotten"} else "error"
+        return CallResult(call.verb, status, code=error.code, message=error.message, result=error.detail)
+
+
+def _provenance(turn: Turn) -> Provenance:
+    turn.refresh_from_db(fields=["evidence_message_ids", "loaded_message_ids"])
+    return Provenance.from_turn(turn, recalled_revision_ids=recalled_revision_ids(turn))
+
+
+def _remember(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+    belief = Belief(
+        body=args["body"],
+        belief_type=args.get("belief_type", "project_fact"),
+        subject_id=args.get("subject_actor_id"),
+        portability=args.get("portability", "portable"),
+        confidence=args.get("confidence", 0.8),
+        authority=args.get("authority", "user_stated"),
+        salience=args.get("salience", 0.5),
+        always_on=args.get("always_on", False),
+        lifecycle=args.get("lifecycle", "active"),
+        valid_from=args.get("valid_from"),
+        valid_to=args.get("valid_to"),
+    )
+    written = memory_remember(
+        agent=turn.agent, belief=belief, provenance=_provenance(turn), turn=turn, round_number=round_number
+    )
+    return CallResult("remember", "ok", result=_written(written.entry.pk, written.revision))
+
+
+def _visible_entry(turn: Turn, revision_ref: str) -> tuple[MemoryEntry, int]:
+    """The entry a cited revision belongs to, if this turn may see that entry's current revision.
+
+    Anything else (another agent's id, a memory this audience may not see, nonsense) is reported as
+    an unknown memory: not allowed looks exactly like missing.
+    """
+    revision_id = parse_short_id(revision_ref)
+    revision = (
+        MemoryRevision.objects.filter(pk=revision_id, agent_id=turn.agent_id).select_related("entry").first()
+        if revision_id is not None
+        else None
+    )
+    if revision is None:
+        raise ServiceError(f"no memory {revision_ref} in this conversation", code="unknown_memory")
+    entry = revision.entry
+    if entry.status == EntryStatus.FORGOTTEN:
+        raise ServiceError(f"memory {revision_ref} is already forgotten", code="already_forgotten")
+    visible = hydrate(EligibleRevisions(perspective_for_turn(turn)), [entry.current_revision_id or 0])
+    if not visible:
+        raise ServiceError(f"no memory {revision_ref} in this conversation", code="unknown_memory")
+    return entry, revision.pk
+
+
+def _amend(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+    entry, revision_id = _visible_entry(turn, args["id"])
+    changes = {
+        name: args[name]
+        for name in ("belief_type", "portability", "confidence", "salience", "always_on", "valid_from", "valid_to")
+        if name in args
+    }
+    written = revision_amend(
+        agent=turn.agent,
+        entry_id=entry.pk,
+        expected_revision_id=revision_id,
+        provenance=_provenance(turn),
+        body=args.get("body"),
+        subject_id=args.get("subject_actor_id", KEEP),
+        changes=changes,
+        turn=turn,
+        round_number=round_number,
+    )
+    result = _written(entry.pk, written.revision)
+    result.update(previous_id=short_id(revision_id), subject_changed=written.subject_changed)
+    return CallResult("amend", "ok", result=result)
+
+
+def _forget(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+    entry, _ = _visible_entry(turn, args["id"])
+    outcome = entry_forget(agent=turn.agent, entry_id=entry.pk, turn=turn, round_number=round_number)
+    if not outcome.changed:
+        raise ServiceError(f"memory {args['id']} is already forgotten", code="already_forgotten")
+    return CallResult("forget", "ok", result={"entry_id": entry.pk, "forgotten": True})
+
+
+def _request_sharing(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+    entry, _ = _visible_entry(turn, args["id"])
+    target = Conversation.objects.filter(pk=args["conversation_id"], agent_id=turn.agent_id).first()
+    if target is None:
+        raise NotFound("conversation not found", code="conversation_not_found")
+    revision = MemoryRevision.objects.get(pk=entry.current_revision_id or 0)
+    request = sharing_request_create(turn=turn, revision=revision, target=target, round_number=round_number)
+    return CallResult(
+        "request_memory_sharing",
+        "ok",
+        result={
+            "request_id": request.pk,
+            "id": short_id(revision.pk),
+            "state": request.state,
+            "note": "Nothing is shared until the person who said it confirms.",
+        },
+    )
+
+
+def _recall(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+    perspective = perspective_for_turn(turn)
+    query = form_query(
+        message=args["query"],
+        requester_id=turn.requester_id,
+        known_actors=list(Actor.objects.filter(connector__agent_id=turn.agent_id)),
+        as_of=args.get("as_of"),
+        known_at=args.get("known_at"),
+    )
+    result = recall(
+        perspective=perspective,
+        query=query,
+        budget=task_budget(max_tokens=args.get("max_tokens"), max_items=args.get("max_items", 12)),
+        moment=RecallMoment.TOOL,
+        session=turn.session,
+        turn=turn,
+    )
+    return CallResult("recall", "ok", result=recall_payload(result))
+
+
+def _search_history(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+    result = search_history(
+        perspective=perspective_for_turn(turn),
+        query=HistoryQuery(
+            text=args["query"],
+            actor=args.get("actor"),
+            conversation_id=args.get("conversation_id"),
+            connector=args.get("connector"),
+            since=args.get("since"),
+            until=args.get("until"),
+            limit=args.get("limit", 8),
+        ),
+        turn=turn,
+    )
+    payload = {
+        "message_ids": result.message_ids,
+        "hits": [
+            {
+                "message": _message_payload(hit.message),
+                "score": hit.score,
+                "components": hit.components,
+                "before": [_message_payload(m) for m in hit.before],
+                "after": [_message_payload(m) for m in hit.after],
+            }
+            for hit in result.hits
+        ],
+    }
+    if result.code:
+        return CallResult(
+            "search_history", "unchanged", code=result.code, message="the turn's evidence is full", result=payload
+        )
+    return CallResult("search_history", "ok", result=payload)
+
+
+def _message_payload(message: Any) -> dict[str, Any]:
+    return {
+        "message_id": message.message_id,
+        "conversation_id": message.conversation_id,
+        "actor_id": message.actor_id,
+        "actor": message.actor,
+        "direction": message.direction,
+        "created_at": message.created_at.isoformat(),
+        "body": message.body,
+    }
+
+
+def _written(entry_id: int, revision: MemoryRevision) -> dict[str, Any]:
+    return {"id": short_id(revision.pk), "entry_id": entry_id, "revision_id": revision.pk, "revision": revision.number}
+
+
+def recall_payload(result: RecallResult) -> dict[str, Any]:
+    return {
+        "trace_id": result.trace_id,
+        "block": result.rendered,
+        "rendered_sha256": result.rendered_sha256,
+        "tokens": result.tokens,
+        "degradation": result.degradation,
+        "items": [
+            {
+                "id": item.id,
+                "entry_id": item.entry_id,
+                "revision_id": item.revision_id,
+                "statement": item.statement,
+                "subject": {"actor_id": item.subject_id, "label": item.subject} if item.subject_id else None,
+                "source": {"actor_id": item.source_actor_id, "label": item.source} if item.source_actor_id else None,
+                "belief_type": item.belief_type,
+                "authority": item.authority,
+                "confidence_band": item.confidence_band,
+                "learned_in": item.origin_scope,
+                "carried": item.carried,
+                "recorded_at": item.recorded_at.isoformat(),
+                "score": item.score,
+                "components": item.components,
+                "reason": item.reason,
+                "conflicts": item.conflicts,
+                "blocked": item.blocked or None,
+            }
+            for item in result.items
+        ],
+        "corrections": result.corrections,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# ledger and reply
+# --------------------------------------------------------------------------------------------------
+
+
+def turn_ledger(turn: Turn) -> list[MemoryOperation]:
+    return list(MemoryOperation.objects.filter(turn=turn).order_by("id"))
+
+
+def turn_instruction(turn: Turn) -> str:
+    return ledger_instruction(turn_ledger(turn))
+
+
+@dataclass(frozen=True)
+class Delivered:
+    reply: Message
+    cited: list[str]
+    ignored_citations: list[str]
+
+
+def reply_submit(*, turn: Turn, body: str, cited_ids: Sequence[str] = ()) -> Delivered:
+    """Guard, recheck and deliver the final reply, or fail/withhold the turn and say why."""
+    if not body.strip():
+        raise Unprocessable("a reply needs a body", code="empty_body")
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().select_related("session__conversation").get(pk=turn.pk)
+        if turn.state != TurnState.OPEN:
+            raise Conflict(f"the turn is {turn.state}", code="turn_closed")
+        operations = turn_ledger(turn)
+        claims = unsupported_claims(body, operations)
+        if claims:
+            _close(turn, TurnState.FAILED, "claim_guard")
+    if claims:
+        raise Unprocessable(
+            "the reply claims memory changes that did not commit; the turn has failed",
+            code="claim_guard_failed",
+            detail={
+                "claims": [{"kind": c.kind, "text": c.text} for c in claims],
+                "ledger": ledger_instruction(operations),
+            },
+        )
+    recalled = recalled_revision_ids(turn)
+    written = [op.revision_id for op in operations if op.revision_id]
+    memory_ids = sorted({*recalled, *written})
+    cited, ignored = _citations(body, cited_ids, set(memory_ids))
+    history_ids = list(dict.fromkeys([*turn.loaded_message_ids, *turn.evidence_message_ids]))
+    reason = _recheck(turn, memory_ids, cited, history_ids, operations)
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().select_related("session__conversation").get(pk=turn.pk)
+        if turn.state != TurnState.OPEN:
+            raise Conflict(f"the turn is {turn.state}", code="turn_closed")
+        if reason:
+            _close(turn, TurnState.WITHHELD, reason)
+        else:
+            now = timezone.now()
+            reply = reply_record(
+                turn_conversation=turn.session.conversation,
+                body=body,
+                history_message_ids=history_ids,
+                memory_revision_ids=memory_ids,
+                cited_revision_ids=cited,
+                created_at=now,
+            )
+            turn.reply = reply
+            _close(turn, TurnState.DELIVERED, "")
+            _feed_back_usage(cited_entries=_entries(cited), recalled_entries=_entries(recalled), now=now)
+    if reason:
+        raise Conflict(
+            "the reply was withheld: what it was built from changed", code="reply_withheld", detail={"reason": reason}
+        )
+    return Delivered(reply=reply, cited=[short_id(r) for r in cited], ignored_citations=ignored)
+
+
+def _close(turn: Turn, state: str, code: str) -> None:
+    turn.state = state
+    turn.failure_code = code
+    turn.completed_at = timezone.now()
+    turn.save(update_fields=["state", "failure_code", "completed_at", "reply"])
+
+
+def _citations(body: str, cited_ids: Sequence[str], allowed: set[int]) -> tuple[list[int], list[str]]:
+    refs = list(dict.fromkeys([*CITATION.findall(body), *cited_ids]))
+    cited: list[int] = []
+    ignored: list[str] = []
+    for ref in refs:
+        revision_id = parse_short_id(ref)
+        if revision_id is not None and revision_id in allowed:
+            cited.append(revision_id)
+        else:
+            ignored.append(ref)  # the model cited something it was never shown in this turn
+    return sorted(set(cited)), ignored
+
+
+def _recheck(
+    turn: Turn, memory_ids: list[int], cited: list[int], history_ids: list[int], operations: list[MemoryOperation]
+) -> str:
+    """Revalidate, just before delivery, everything the reply was built from. Returns why to withhold."""
+    conversation = Conversation.objects.get(pk=turn.session.conversation_id)
+    if conversation.audience != turn.audience:
+        return "audience_changed"
+    perspective = perspective_for_turn(turn)
+    if not _revisions_disclosable(perspective, memory_ids):
+        return "memory_no_longer_disclosable"
+    changed_here = {op.entry_id for op in operations}
+    current = hydrate(EligibleRevisions(perspective), cited)
+    for revision_id in cited:
+        if revision_id not in current:
+            entry_id = MemoryRevision.objects.filter(pk=revision_id).values_list("entry_id", flat=True).first()
+            if entry_id not in changed_here:  # the turn may acknowledge its own amend or forget
+                return "memory_changed"
+    if history_ids and not _messages_eligible(perspective, history_ids):
+        return "history_no_longer_disclosable"
+    return ""
+
+
+def _revisions_disclosable(perspective: Perspective, revision_ids: list[int]) -> bool:
+    if not revision_ids:
+        return True
+    eligible = EligibleMessages(perspective)  # for the destination parameters only
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT engram_lineage_allows(%(el_agent)s, '{}'::bigint[], %(ids)s::bigint[], %(el_d_kind)s,"
+            " %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[])",
+            {**eligible.params(), "ids": revision_ids},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def _messages_eligible(perspective: Perspective, message_ids: list[int]) -> bool:
+    eligible = EligibleMessages(perspective)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {eligible.owned()} WHERE m.id = ANY(%(ids)s::bigint[]) AND {eligible.predicate()}",
+            {**eligible.params(), "ids": message_ids},
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0] == len(set(message_ids)))
+
+
+def _entries(revision_ids: Sequence[int]) -> list[int]:
+    return list(MemoryRevision.objects.filter(pk__in=revision_ids).values_list("entry_id", flat=True).distinct())
+
+
+#: Usage feedback: citing a memory raises its utility; being shown and never used lowers it a little.
+USED_UTILITY, UNUSED_UTILITY = 1.0, -0.1
+
+
+def _feed_back_usage(*, cited_entries: list[int], recalled_entries: list[int], now: datetime) -> None:
+    """Move ``last_used_at`` and utility only; confidence and evidence age are never touched."""
+    MemoryEntry.objects.filter(pk__in=cited_entries).update(last_used_at=now, utility=F("utility") + USED_UTILITY)
+    unused = set(recalled_entries) - set(cited_entries)
+    MemoryEntry.objects.filter(pk__in=unused).update(utility=F("utility") + UNUSED_UTILITY)

@@ -31,8 +31,10 @@ from memory.models import (
     RevisionSearchDocument,
     SharingGrant,
     SharingRequest,
+    SharingState,
 )
 from memory.services import entry_forget
+from memory.sharing import grant_revoke, sharing_request_review
 
 
 class RevisionInline(ReadOnlyInline):
@@ -237,10 +239,36 @@ class RevisionConflictAdmin(ReadOnlyAdmin):
 
 @admin.register(SharingRequest)
 class SharingRequestAdmin(ReadOnlyAdmin):
+    """Operators review pending requests; approving creates a grant through the sharing service."""
+
     list_display = ("id", "revision", "audience", "confirmer", "state", "created_at", "decided_at")
     list_filter = (AgentFilter, "state")
     list_select_related = ("revision", "confirmer")
     readonly_fields = ("audience",)
+    actions = ("approve_requests", "deny_requests")
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet[SharingRequest], *, approve: bool) -> None:
+        decided = 0
+        for pending in queryset.filter(state=SharingState.PENDING):
+            try:
+                sharing_request_review(request_id=pending.pk, operator=request.user, approve=approve)  # type: ignore[arg-type]
+            except ServiceError as error:
+                self.message_user(request, f"Request {pending.pk}: {error.message}", messages.ERROR)
+                continue
+            decided += 1
+        verb = "Approved" if approve else "Denied"
+        self.message_user(request, f"{verb} {decided} request(s).", messages.SUCCESS)
+
+    @admin.action(description="Approve selected requests (creates grants)", permissions=["review"])
+    def approve_requests(self, request: HttpRequest, queryset: QuerySet[SharingRequest]) -> None:
+        self._decide(request, queryset, approve=True)
+
+    @admin.action(description="Deny selected requests", permissions=["review"])
+    def deny_requests(self, request: HttpRequest, queryset: QuerySet[SharingRequest]) -> None:
+        self._decide(request, queryset, approve=False)
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("memory.change_sharingrequest"))
 
     @admin.display(description="to audience", ordering="audience_kind")
     def audience(self, obj: SharingRequest) -> str:
@@ -249,10 +277,24 @@ class SharingRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(SharingGrant)
 class SharingGrantAdmin(ReadOnlyAdmin):
+    """Grants are created only by decisions and only ever revoked; revocation applies on the next read."""
+
     list_display = ("id", "revision", "audience", "granted_by_actor", "granted_by_user", "created_at", "revoked_at")
     list_filter = (AgentFilter, ("revoked_at", admin.EmptyFieldListFilter))
     list_select_related = ("revision", "granted_by_actor", "granted_by_user")
     readonly_fields = ("audience",)
+    actions = ("revoke_grants",)
+
+    @admin.action(description="Revoke selected grants", permissions=["revoke"])
+    def revoke_grants(self, request: HttpRequest, queryset: QuerySet[SharingGrant]) -> None:
+        revoked = 0
+        for grant in queryset.filter(revoked_at__isnull=True):
+            grant_revoke(grant_id=grant.pk, user=request.user)  # type: ignore[arg-type]
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} grant(s).", messages.SUCCESS)
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("memory.change_sharinggrant"))
 
     @admin.display(description="to audience", ordering="audience_kind")
     def audience(self, obj: SharingGrant) -> str:

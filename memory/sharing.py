@@ -32,6 +32,9 @@ def sharing_request_create(
         raise NotFound("conversation not found", code="conversation_not_found")
     if revision.source_actor_id is None:
         raise Unprocessable("the memory has no authenticated source actor to ask", code="no_source_actor")
+    if revision.audience_kind in (AudienceKind.UNKNOWN, AudienceKind.NOBODY):
+        # Unknown or mixed provenance: no single person can consent for all of its sources.
+        raise Unprocessable("this memory's sources cannot be vouched for by one person", code="unshareable")
     request = SharingRequest.objects.create(
         agent_id=turn.agent_id,
         revision=revision,

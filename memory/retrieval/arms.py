@@ -41,9 +41,12 @@ class CandidateProvider(Protocol):
 
 
 def sql_arms(
-    eligible: EligibleRevisions, query: RecallQuery, *, delta_after: int | None = None
+    eligible: EligibleRevisions, query: RecallQuery, *, delta_after: int | None = None, boosts_as_arms: bool = False
 ) -> tuple[list[ArmHit], int]:
     """Run every applicable SQL arm in one statement. Returns the hits and the unknown-withheld count.
+
+    ``boosts_as_arms`` makes subject and conversation candidate sources even for a non-empty query
+    (the snapshot's core profile, which has no relevance requirement).
 
     ``delta_after`` adds the delta arm: beliefs written after a session snapshot's watermark.
     """
@@ -67,14 +70,17 @@ def sql_arms(
             " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q"
             " ORDER BY rank LIMIT %(q_cap)s) lexical"
         )
-    if query.subject_ids:
+    # For a non-empty query, subject and conversation only boost (they are features computed at
+    # hydration): as candidate sources they would add items that can never pass the relevance rule.
+    boosts = query.empty or boosts_as_arms
+    if query.subject_ids and boosts:
         branches.append(
             "SELECT 'subject', revision_id, rank, 1.0 FROM ("
             " SELECT el.revision_id, row_number() OVER (ORDER BY (el.subject_id = %(q_requester)s) DESC,"
             " el.salience DESC, el.recorded_at DESC, el.revision_id) AS rank"
             " FROM el WHERE el.subject_id = ANY(%(q_subjects)s::bigint[]) ORDER BY rank LIMIT %(q_cap)s) subject"
         )
-    if eligible.perspective.conversation_id is not None:
+    if eligible.perspective.conversation_id is not None and boosts:
         branches.append(
             "SELECT 'conversation', revision_id, rank, 1.0 FROM ("
             " SELECT el.revision_id, row_number() OVER (ORDER BY el.recorded_at DESC, el.revision_id) AS rank"

@@ -43,6 +43,8 @@ class Candidate:
     flagged_for_review: bool
     evidence_count: int
     source_message_id: int | None
+    #: Learned in (or restricted to) the conversation being answered.
+    in_conversation: bool
     #: arm name -> rank within that arm
     arms: dict[str, int] = field(default_factory=dict)
     arm_scores: dict[str, float] = field(default_factory=dict)
@@ -69,7 +71,10 @@ SELECT el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source
        el.utility, el.last_used_at, el.flagged_for_review,
        (SELECT count(*) FROM memory_memoryevidence ev WHERE ev.revision_id = el.revision_id) AS evidence_count,
        (SELECT min(ev.message_id) FROM memory_memoryevidence ev
-         WHERE ev.revision_id = el.revision_id AND ev.kind = 'source_message') AS source_message_id
+         WHERE ev.revision_id = el.revision_id AND ev.kind = 'source_message') AS source_message_id,
+       (el.restricted_to_conversation_id IS NOT DISTINCT FROM %(el_conversation)s OR EXISTS (
+           SELECT 1 FROM memory_memoryevidence ev JOIN history_message m ON m.id = ev.message_id
+           WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)) AS in_conversation
 FROM el
 WHERE el.revision_id = ANY(%(candidate_ids)s::bigint[])
 """

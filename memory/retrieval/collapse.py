@@ -31,7 +31,10 @@ def mark_near_duplicates(ranked: list[Candidate]) -> None:
     for candidate in ranked:
         words = set(WORDS.findall(candidate.body.lower()))
         candidate.near_duplicate = any(
-            words and other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD and words != other
+            # Jaccard >= 0.8 needs sizes within a factor of 0.8: skip pairs that cannot get there.
+            words != other
+            and NEAR_DUPLICATE_JACCARD * len(other) <= len(words) <= len(other) / NEAR_DUPLICATE_JACCARD
+            and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD
             for other in seen
         )
         seen.append(words)

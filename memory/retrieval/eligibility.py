@@ -198,7 +198,9 @@ class EligibleRevisions:
         return (
             "(engram_audience_allows(r.audience_kind, r.audience_namespace, r.audience_readers, "
             f"{destination}) OR EXISTS (SELECT 1 FROM memory_sharinggrant g WHERE g.revision_id = r.id "
-            "AND g.agent_id = %(el_agent)s AND g.revoked_at IS NULL AND engram_audience_allows("
+            # A grant never rescues unknown or mixed provenance: nobody could consent for it.
+            "AND g.agent_id = %(el_agent)s AND g.revoked_at IS NULL AND r.audience_kind NOT IN ('unknown', 'nobody')"
+            " AND engram_audience_allows("
             f"g.audience_kind, g.audience_namespace, g.audience_readers, {destination})))"
         )
 

@@ -47,7 +47,7 @@ def store_head(agent_id: int) -> int:
 
 @transaction.atomic
 def session_snapshot(
-    *, session: Session, requester_id: int | None, goal: str = "", providers: Sequence[CandidateProvider] = ()
+    *, session: Session, requester_id: int | None, goal: str = "", providers: Sequence[CandidateProvider] | None = None
 ) -> RecallResult | None:
     """Take the session's frozen snapshot, once. Returns None if the session already has one."""
     session = Session.objects.select_for_update().select_related("conversation").get(pk=session.pk)
@@ -80,7 +80,7 @@ def turn_recall(
     *,
     turn: Turn,
     budget: Budget | None = None,
-    providers: Sequence[CandidateProvider] = (),
+    providers: Sequence[CandidateProvider] | None = None,
 ) -> RecallResult:
     """In-turn recall for ``turn``'s inbound message, with the snapshot delta and correction lines."""
     session = turn.session

@@ -71,6 +71,9 @@ PROFILES: dict[str, Weights] = {
     ),
 }
 
+#: The weight vectors as plain dicts, computed once (scoring runs for every candidate).
+WEIGHT_TABLES: dict[str, dict[str, float]] = {name: asdict(weights) for name, weights in PROFILES.items()}
+
 LIFECYCLE_WEIGHT: dict[str, float] = {
     Lifecycle.ACTIVE: 1.0,
     Lifecycle.PROVISIONAL: 0.4,
@@ -136,7 +139,7 @@ def score(
         else 0.8
         if candidate.subject_id in query.named_subject_ids
         else 0.0,
-        "conversation": 1.0 if "conversation" in candidate.arms else 0.0,
+        "conversation": 1.0 if candidate.in_conversation or "conversation" in candidate.arms else 0.0,
         "salience": candidate.salience,
         "confidence": candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0),
         "reinforce": min(1.0, math.log1p(candidate.evidence_count) / math.log1p(EVIDENCE_SATURATION))
@@ -148,7 +151,7 @@ def score(
             1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)
         ),
     }
-    w = asdict(weights)
+    w = WEIGHT_TABLES[profile]
     total = sum(w[name] * value for name, value in features.items() if name != "penalty")
     total -= weights.penalty * features["penalty"]
     candidate.components = {name: round(value, 4) for name, value in features.items()}
@@ -173,6 +176,8 @@ def _reason(candidate: Candidate, features: dict[str, float]) -> str:
         parts.append("about the requester")
     elif features["subject"] > 0:
         parts.append("about someone named")
+    if features["conversation"]:
+        parts.append("from this conversation")
     if candidate.carried:
         parts.append(f"carried from {candidate.origin_scope}")
     if features["penalty"]:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from accounts.models import Actor
 from config.errors import Unprocessable
 from history.models import Session, Turn
+from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, sql_arms
@@ -105,13 +106,20 @@ def recall(
     profile: str = "task",
     session: Session | None = None,
     turn: Turn | None = None,
-    providers: Sequence[CandidateProvider] = (),
+    providers: Sequence[CandidateProvider] | None = None,
     delta_after: int | None = None,
     corrections: Sequence[str] = (),
     reserve_durable: bool = False,
 ) -> RecallResult:
-    """Select, render and trace the memories this perspective may see that are relevant to ``query``."""
+    """Select, render and trace the memories this perspective may see that are relevant to ``query``.
+
+    ``providers`` None means the configured semantic arm (when pgvector and a live generation exist;
+    otherwise the recall is lexical and its degradation says why); ``()`` means lexical only.
+    """
     started = time.perf_counter()
+    unavailable = ""
+    if providers is None:
+        providers, _, unavailable = semantic_providers()
     now = timezone.now()
     eligible = EligibleRevisions(
         perspective,
@@ -122,7 +130,7 @@ def recall(
         now=now,
     )
     arm_started = time.perf_counter()
-    hits, withheld_unknown = sql_arms(eligible, query, delta_after=delta_after)
+    hits, withheld_unknown = sql_arms(eligible, query, delta_after=delta_after, boosts_as_arms=profile == "core")
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3)}
     outcome = run_providers(
         []
@@ -130,7 +138,7 @@ def recall(
         else [ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers],
         cap=ARM_CAP,
     )
-    degradation = outcome.degradation
+    degradation = ",".join(d for d in (unavailable if not query.empty else "", outcome.degradation) if d)
     arm_latency.update(outcome.latency_ms)
     hits.extend(outcome.hits)
 
@@ -147,6 +155,9 @@ def recall(
         if candidate.revision_id not in relevant_ids and any(p in relevant_ids for p in candidate.conflicts):
             relevant.append(candidate)
     relevant.sort(key=lambda c: c.order_key)
+    relevant = _penalise_near_duplicates(
+        relevant, query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now
+    )
     uncapped = query.subject_ids[:1] if profile == "core" else ()
     selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile], uncapped_subjects=uncapped)
     if reserve_durable:
@@ -226,12 +237,23 @@ def _rank(
     for candidate in items:
         score(candidate, query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
     items.sort(key=lambda c: c.order_key)
-    mark_near_duplicates(items)
-    if any(c.near_duplicate for c in items):
-        for candidate in items:
-            score(candidate, query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
-        items.sort(key=lambda c: c.order_key)
     return items
+
+
+def _penalise_near_duplicates(
+    relevant: list[Candidate],
+    *,
+    query: RecallQuery,
+    profile: str,
+    perspective: Perspective,
+    arms_run: set[str],
+    now: datetime,
+) -> list[Candidate]:
+    """The near-duplicate penalty, applied among the items that passed relevance (others never render)."""
+    mark_near_duplicates(relevant)
+    if any(c.near_duplicate for c in relevant):
+        return _rank(relevant, query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now)
+    return relevant
 
 
 def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidate]:

@@ -149,6 +149,7 @@ def rerender(trace: RecallTrace) -> str:
                 last_used_at=None,
                 flagged_for_review=False,
                 evidence_count=0,
+                in_conversation=False,
                 source_message_id=None,
                 band=item.band,
                 carried=item.carried,

@@ -1,0 +1,87 @@
+"""Recall runs a fixed number of SQL statements, however many items it returns (no per-item queries)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from history.models import EvidenceMethod
+from history.services import message_ingest
+from memory.embeddings.index import semantic_enabled
+from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.query import form_query
+from memory.retrieval.service import RecallResult, recall, task_budget
+from memory.services import Belief, Provenance, memory_remember
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
+
+pytestmark = pytest.mark.django_db
+
+#: The statements of one recall: the semantic arm's live-generation lookup (1; none exists here, so
+#: the recall is lexical), the arms (1), hydration (1), conflicts (1), actor labels (1), and the trace
+#: write inside its own savepoint (savepoint, trace, items, retrieval event, release: 5).
+RECALL_QUERIES = 10
+
+PLACES = (
+    "Lisbon",
+    "Berlin",
+    "Porto",
+    "Madrid",
+    "Oslo",
+    "Krakow",
+    "Vienna",
+    "Dublin",
+    "Turin",
+    "Ghent",
+    "Bergen",
+    "Riga",
+)
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+
+
+def test_recall_query_count_does_not_grow_with_the_items_returned() -> None:
+    """A recall returning 3 items and one returning 12 run the same 10 statements: the generation
+    lookup, the arms, one
+    hydration, one conflict lookup, one batched label lookup and the trace write (savepoint, trace,
+    bulk items, retrieval event, release). Subjects and sources differ per item, so any per-item
+    label, evidence or trace query would show up as a difference."""
+    agent = AgentFactory.create()
+    connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
+    people = [ActorFactory.create(connector=connector, display_name=f"Person{i}") for i in range(12)]
+    channel = public_channel(connector, project="atlas")
+
+    def remember(body: str, index: int) -> None:
+        message = message_ingest(
+            conversation=channel,
+            actor=people[index],
+            body=body,
+            created_at=timezone.now(),
+            evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
+        ).message
+        memory_remember(
+            agent=agent,
+            belief=Belief(body=body, subject_id=people[(index + 1) % 12].pk),
+            provenance=Provenance(source_message_id=message.pk),
+        )
+
+    for i in range(3):
+        remember(f"The kestrel team meets in {PLACES[i]} on {DAYS[i % 6]}.", i)
+    for i in range(12):
+        remember(f"The osprey rollout in {PLACES[i]} finishes on {DAYS[i % 6]} week {i + 2}.", i)
+
+    def run(text: str) -> tuple[RecallResult, int]:
+        with CaptureQueriesContext(connection) as captured:
+            result = recall(
+                perspective=perspective_for_conversation(channel, requester_id=people[0].pk),
+                query=form_query(message=text, requester_id=people[0].pk, known_actors=people),
+                budget=task_budget(max_items=12),
+            )
+        return result, len(captured)
+
+    semantic_enabled()  # the server's extension list is read once per process, not per recall
+    few, few_queries = run("kestrel")
+    many, many_queries = run("osprey")
+
+    assert (len(few.items), len(many.items)) == (3, 12)
+    assert few_queries == many_queries == RECALL_QUERIES

@@ -170,12 +170,22 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = _env_bool("ENGRAM_TASKS_EAGER", False)
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# The periodic drain catches whatever a broker lost; notifications on commit make it prompt.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "drain-index-outbox": {"task": "memory.tasks.embed_pending", "schedule": 30.0},
+}
 
 # --- Engram ---------------------------------------------------------------------------------------
 # Key for the HMAC digests in audit rows (query text is never stored there). Empty: no digest.
 ENGRAM_AUDIT_KEY = os.environ.get("ENGRAM_AUDIT_KEY", SECRET_KEY)
 ENGRAM_MEMORY_TOKEN_ALLOWANCE = int(os.environ.get("ENGRAM_MEMORY_TOKEN_ALLOWANCE", "4096"))
+# Semantic search: "auto" uses pgvector when the server has it, "off" runs lexical-only.
+ENGRAM_SEMANTIC = os.environ.get("ENGRAM_SEMANTIC", "auto")
+ENGRAM_EMBEDDING_MODEL = os.environ.get("ENGRAM_EMBEDDING_MODEL", "all-MiniLM-L6-v2-onnx-int8")
+ENGRAM_EMBEDDING_THREADS = int(os.environ.get("ENGRAM_EMBEDDING_THREADS", "1"))
+ENGRAM_EMBEDDING_BATCH = int(os.environ.get("ENGRAM_EMBEDDING_BATCH", "64"))
+# Ask a worker to embed right after each write commits (the periodic drain runs regardless).
+ENGRAM_NOTIFY_INDEXER = _env_bool("ENGRAM_NOTIFY_INDEXER", True)
 
 LOGGING = {
     "version": 1,

@@ -31,6 +31,7 @@ from accounts.models import Actor, IdentityLink
 from config.audit import audit_digest
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn
+from memory.embeddings.search import semantic_providers
 from memory.retrieval.eligibility import EligibleMessages, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 
@@ -133,9 +134,16 @@ def search_history(
     query: HistoryQuery,
     turn: Turn | None = None,
     exclude_message_ids: Iterable[int] = (),
-    providers: Sequence[MessageCandidateProvider] = (),
+    providers: Sequence[MessageCandidateProvider] | None = None,
 ) -> HistoryResult:
-    """Search the perspective's eligible transcript. With a turn, results join its evidence."""
+    """Search the perspective's eligible transcript. With a turn, results join its evidence.
+
+    ``providers`` None means the configured semantic arm (or lexical only, with the reason recorded);
+    ``()`` means lexical only.
+    """
+    unavailable = ""
+    if providers is None:
+        _, providers, unavailable = semantic_providers()
     excluded = set(exclude_message_ids)
     evidence: list[int] = []
     if turn is not None:
@@ -208,7 +216,8 @@ def search_history(
     counts["below_cutoff"] = max(0, counts.get("eligible", 0) - len(chosen))
     counts.pop("eligible", None)
     hits = _hydrate(eligible, params, chosen, budget=remaining)
-    return _finish(perspective, query, turn, filters, hits, counts, degradation=outcome.degradation)
+    degradation = ",".join(d for d in (unavailable, outcome.degradation) if d)
+    return _finish(perspective, query, turn, filters, hits, counts, degradation=degradation)
 
 
 # --------------------------------------------------------------------------------------------------

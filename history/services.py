@@ -17,6 +17,7 @@ from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
 from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
+from memory.embeddings.index import notify_indexer
 
 
 @transaction.atomic
@@ -108,6 +109,7 @@ def message_ingest(
                 MessageSourceEvidence.objects.create(
                     message=message, method=evidence_method, detail=evidence_detail or {}
                 )
+            notify_indexer()
     except IntegrityError:
         # A concurrent ingest of the same external id won the race: answer with its row.
         existing = Message.objects.filter(conversation=conversation, external_id=external_id).first()
@@ -143,6 +145,7 @@ def reply_record(
         cited_revision_ids=cited_revision_ids,
     )
     MessageSourceEvidence.objects.create(message=message, method=EvidenceMethod.AGENT_REPLY)
+    notify_indexer()
     return message
 
 

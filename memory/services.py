@@ -24,6 +24,7 @@ from accounts.models import Actor, RuntimeAgent
 from config.errors import Conflict, NotFound, Unprocessable
 from history.audience import Audience, most_restrictive
 from history.models import Conversation, Message, MessageDirection, MessageSourceEvidence, Turn
+from memory.embeddings.index import notify_indexer
 from memory.models import (
     Authority,
     BeliefType,
@@ -475,6 +476,7 @@ def _write_revision(
     )
     revision.set_audience(audience)
     revision.save()
+    notify_indexer()  # the trigger queued its index work; ask a worker to pick it up after commit
     MemoryEvidence.objects.bulk_create(
         MemoryEvidence(
             revision=revision,

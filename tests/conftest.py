@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -122,3 +123,10 @@ def celery_worker_process(
         except subprocess.TimeoutExpired:
             worker.process.kill()
             worker.process.wait()
+
+
+@pytest.fixture(autouse=True)
+def _no_indexer_notifications(settings: Any) -> None:
+    """Writes in tests do not enqueue Celery tasks on the developer's broker; tests that need the
+    indexer drain the outbox directly or run a real worker and turn notifications back on."""
+    settings.ENGRAM_NOTIFY_INDEXER = False

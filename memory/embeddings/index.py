@@ -1,0 +1,182 @@
+"""Keeping the vector index in step with the text: generations and the outbox drain.
+
+Every immutable text insert writes an ``IndexOutbox`` row in its own transaction (a trigger), the
+services ask Celery to drain after commit, and a periodic task drains whatever a broker lost. The
+drain is idempotent: each (text, generation) pair has at most one vector (a unique key, inserted with
+ON CONFLICT DO NOTHING), and an outbox row is marked processed in the same transaction as its
+vectors, so a worker killed mid-batch leaves the batch pending for the next one.
+
+A generation is one model's index. The live one (newest complete) serves retrieval; a new model is
+built as a ``building`` generation by ``manage.py embeddings rebuild`` while retrieval keeps using
+the live one, and the drain feeds both.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from history.models import Message
+from memory.embeddings.model import embedding_model
+from memory.models import (
+    EmbeddingGeneration,
+    EmbeddingState,
+    IndexOutbox,
+    MemoryRevision,
+    MessageEmbedding,
+    OutboxTarget,
+    RevisionEmbedding,
+)
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def vector_extension_installed(alias: str = "default") -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        return cursor.fetchone() is not None
+
+
+def semantic_enabled() -> bool:
+    return settings.ENGRAM_SEMANTIC != "off" and vector_extension_installed()
+
+
+def live_generation() -> EmbeddingGeneration | None:
+    return EmbeddingGeneration.objects.filter(state=EmbeddingState.COMPLETE).order_by("-completed_at", "-id").first()
+
+
+def ensure_generation() -> EmbeddingGeneration:
+    """The generation new text is indexed into on a fresh install: the configured model's, live from
+    the start (it fills as text arrives; missing vectors only mean fewer semantic candidates)."""
+    with transaction.atomic():
+        existing = EmbeddingGeneration.objects.exclude(state=EmbeddingState.RETIRED).order_by("id").first()
+        if existing is not None:
+            return existing
+        model = embedding_model()
+        return EmbeddingGeneration.objects.create(
+            model_name=model.name, dims=model.dims, state=EmbeddingState.COMPLETE, completed_at=timezone.now()
+        )
+
+
+def target_generations() -> list[EmbeddingGeneration]:
+    return list(EmbeddingGeneration.objects.exclude(state=EmbeddingState.RETIRED).order_by("id"))
+
+
+def drain_outbox(*, batch_size: int | None = None) -> int:
+    """Embed one batch of pending outbox rows into every non-retired generation. Returns rows taken."""
+    size = batch_size or settings.ENGRAM_EMBEDDING_BATCH
+    ensure_generation()
+    generations = target_generations()
+    with transaction.atomic():
+        rows = list(
+            IndexOutbox.objects.select_for_update(skip_locked=True)
+            .filter(processed_at__isnull=True)
+            .order_by("id")[:size]
+        )
+        if not rows:
+            return 0
+        revision_ids = [r.target_id for r in rows if r.target == OutboxTarget.REVISION]
+        message_ids = [r.target_id for r in rows if r.target == OutboxTarget.MESSAGE]
+        revisions = list(MemoryRevision.objects.filter(pk__in=revision_ids).only("id", "agent_id", "body"))
+        messages = list(Message.objects.filter(pk__in=message_ids).only("id", "agent_id", "body"))
+        for generation in generations:
+            _embed_revisions(generation, revisions)
+            _embed_messages(generation, messages)
+        IndexOutbox.objects.filter(pk__in=[r.pk for r in rows]).update(processed_at=timezone.now())
+    return len(rows)
+
+
+def _embed_revisions(generation: EmbeddingGeneration, revisions: Sequence[MemoryRevision]) -> None:
+    done = set(
+        RevisionEmbedding.objects.filter(generation=generation, revision__in=revisions).values_list(
+            "revision_id", flat=True
+        )
+    )
+    todo = [r for r in revisions if r.pk not in done]
+    if not todo:
+        return
+    vectors = embedding_model(generation.model_name).embed([r.body for r in todo])
+    RevisionEmbedding.objects.bulk_create(
+        [
+            RevisionEmbedding(
+                revision=r,
+                agent_id=r.agent_id,
+                generation=generation,
+                model_name=generation.model_name,
+                dims=generation.dims,
+                vector=v.tolist(),
+            )
+            for r, v in zip(todo, vectors, strict=True)
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def _embed_messages(generation: EmbeddingGeneration, messages: Sequence[Message]) -> None:
+    done = set(
+        MessageEmbedding.objects.filter(generation=generation, message__in=messages).values_list(
+            "message_id", flat=True
+        )
+    )
+    todo = [m for m in messages if m.pk not in done]
+    if not todo:
+        return
+    vectors = embedding_model(generation.model_name).embed([m.body for m in todo])
+    MessageEmbedding.objects.bulk_create(
+        [
+            MessageEmbedding(
+                message=m,
+                agent_id=m.agent_id,
+                generation=generation,
+                model_name=generation.model_name,
+                dims=generation.dims,
+                vector=v.tolist(),
+            )
+            for m, v in zip(todo, vectors, strict=True)
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def record_failure(error: BaseException) -> None:
+    """Count a failed attempt on the oldest pending rows, so operators can see a stuck queue."""
+    with transaction.atomic():
+        pending = list(
+            IndexOutbox.objects.select_for_update(skip_locked=True)
+            .filter(processed_at__isnull=True)
+            .order_by("id")
+            .values_list("pk", flat=True)[: settings.ENGRAM_EMBEDDING_BATCH]
+        )
+        for row in IndexOutbox.objects.filter(pk__in=pending):
+            row.attempts += 1
+            row.last_error = f"{type(error).__name__}: {error}"[:2000]
+            row.save(update_fields=["attempts", "last_error"])
+
+
+def pending_count() -> int:
+    return IndexOutbox.objects.filter(processed_at__isnull=True).count()
+
+
+_NOTIFY = "memory.tasks.embed_pending"
+
+
+def notify_indexer() -> None:
+    """Ask a worker to drain the outbox once the current transaction commits (at most once per
+    transaction). If the broker is down the periodic drain still catches up: nothing depends on it."""
+    if not settings.ENGRAM_NOTIFY_INDEXER:
+        return
+    if any(getattr(func, "__name__", "") == "_send_embed_pending" for _, func, *_ in connection.run_on_commit):
+        return
+    transaction.on_commit(_send_embed_pending, robust=True)
+
+
+def _send_embed_pending() -> None:
+    from config.celery import app
+
+    app.send_task(_NOTIFY)

@@ -1,0 +1,33 @@
+"""Celery tasks: thin, idempotent, retrying. They take no content and call services."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from memory.embeddings.index import drain_outbox, pending_count, record_failure
+
+log = logging.getLogger(__name__)
+
+#: Batches per task run before handing the rest to a fresh task (keeps one run short).
+BATCHES_PER_RUN = 50
+
+
+@shared_task(bind=True, name="memory.tasks.embed_pending", acks_late=True, max_retries=None, ignore_result=True)
+def embed_pending(self) -> int:  # type: ignore[no-untyped-def]
+    """Drain the index outbox: embed pending texts into every live or building generation."""
+    total = 0
+    try:
+        for _ in range(BATCHES_PER_RUN):
+            taken = drain_outbox()
+            total += taken
+            if taken == 0:
+                return total
+    except Exception as error:
+        record_failure(error)
+        log.exception("embedding batch failed; retrying")
+        raise self.retry(exc=error, countdown=min(60, 2 ** min(self.request.retries, 6))) from error
+    if pending_count():
+        embed_pending.delay()
+    return total

@@ -74,6 +74,54 @@ def _worker_env(database_name: str, broker_dir: Path) -> dict[str, str]:
     return env
 
 
+def launch_worker(env: dict[str, str], folder: Path, hostname: str, *, concurrency: int = 1) -> CeleryWorkerProcess:
+    """Start a real prefork ``celery -A config worker`` with ``env`` and wait until it answers ping.
+
+    It leads its own process group, so a test can kill it and its pool children at once.
+    """
+    log_path = folder / f"{hostname.split('@')[0]}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                *CELERY,
+                "worker",
+                *("--pool", "prefork", "--concurrency", str(concurrency), "--hostname", hostname),
+                "--loglevel",
+                "INFO",
+                # No other worker shares this broker: skip the start-up handshakes that wait for peers.
+                *("--without-mingle", "--without-gossip", "--without-heartbeat"),
+            ],
+            env=env,
+            cwd=settings.BASE_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    worker = CeleryWorkerProcess(process=process, hostname=hostname, env=env, log_path=log_path)
+    deadline = time.monotonic() + WORKER_START_TIMEOUT
+    while not worker.ping():
+        if worker.process.poll() is not None:
+            pytest.fail(f"the Celery worker exited with {worker.process.returncode}:\n{worker.log()}")
+        if time.monotonic() > deadline:
+            stop_worker(worker)
+            pytest.fail(f"the Celery worker did not answer ping in {WORKER_START_TIMEOUT:.0f}s:\n{worker.log()}")
+        time.sleep(0.5)
+    return worker
+
+
+def stop_worker(worker: CeleryWorkerProcess) -> None:
+    """Warm shutdown (SIGTERM: the running task finishes), then a kill if it takes too long."""
+    if worker.process.poll() is not None:
+        return
+    worker.process.send_signal(signal.SIGTERM)
+    try:
+        worker.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.process.pid, signal.SIGKILL)
+        worker.process.wait()
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
@@ -87,42 +135,12 @@ def celery_worker_process(
     its connections closed, before that database is dropped.
     """
     folder = tmp_path_factory.mktemp("celery-worker")
-    hostname = f"engram-test-{os.getpid()}@localhost"
     env = _worker_env(settings.DATABASES["default"]["NAME"], folder / "broker")
-    log_path = folder / "worker.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                *CELERY,
-                "worker",
-                *("--pool", "prefork", "--concurrency", "1", "--hostname", hostname, "--loglevel", "INFO"),
-                # No other worker shares this broker: skip the start-up handshakes that wait for peers.
-                *("--without-mingle", "--without-gossip", "--without-heartbeat"),
-            ],
-            env=env,
-            cwd=settings.BASE_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    worker = CeleryWorkerProcess(process=process, hostname=hostname, env=env, log_path=log_path)
+    worker = launch_worker(env, folder, f"engram-test-{os.getpid()}@localhost")
     try:
-        deadline = time.monotonic() + WORKER_START_TIMEOUT
-        while not worker.ping():
-            if worker.process.poll() is not None:
-                pytest.fail(f"the Celery worker exited with {worker.process.returncode}:\n{worker.log()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"the Celery worker did not answer ping in {WORKER_START_TIMEOUT:.0f}s:\n{worker.log()}")
-            time.sleep(0.5)
         yield worker
     finally:
-        # SIGTERM is Celery's warm shutdown: the running task finishes, the pool child exits.
-        worker.process.send_signal(signal.SIGTERM)
-        try:
-            worker.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait()
+        stop_worker(worker)
 
 
 @pytest.fixture(autouse=True)

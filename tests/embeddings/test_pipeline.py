@@ -1,0 +1,76 @@
+"""The outbox drain: every text is embedded into every live or building generation exactly once."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from history.models import EvidenceMethod
+from history.services import message_ingest
+from memory.embeddings.index import drain_outbox, pending_count
+from memory.models import (
+    EmbeddingGeneration,
+    EmbeddingState,
+    IndexOutbox,
+    MessageEmbedding,
+    OutboxTarget,
+    RevisionEmbedding,
+)
+from memory.services import Belief, Provenance, memory_remember
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
+
+pytestmark = pytest.mark.django_db
+
+
+def write_texts(n: int) -> None:
+    agent = AgentFactory.create()
+    connector = ConnectorFactory.create(agent=agent)
+    person = ActorFactory.create(connector=connector)
+    channel = public_channel(connector)
+    for i in range(n):
+        message = message_ingest(
+            conversation=channel,
+            actor=person,
+            body=f"Fact number {i} about the rollout.",
+            created_at=timezone.now(),
+            evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
+        ).message
+        memory_remember(
+            agent=agent, belief=Belief(body=f"Rollout fact {i}."), provenance=Provenance(source_message_id=message.pk)
+        )
+
+
+def test_every_text_written_queues_index_work_in_its_own_transaction() -> None:
+    write_texts(3)
+    assert IndexOutbox.objects.filter(target=OutboxTarget.MESSAGE, processed_at__isnull=True).count() == 3
+    assert IndexOutbox.objects.filter(target=OutboxTarget.REVISION, processed_at__isnull=True).count() == 3
+
+
+def test_draining_embeds_every_pending_text_exactly_once_even_when_work_is_repeated() -> None:
+    write_texts(5)
+    while drain_outbox(batch_size=4):
+        pass
+    assert pending_count() == 0
+    assert RevisionEmbedding.objects.count() == MessageEmbedding.objects.count() == 5
+
+    # A crash after the vectors were written but before the queue was marked would replay the batch.
+    IndexOutbox.objects.update(processed_at=None)
+    while drain_outbox(batch_size=4):
+        pass
+
+    assert RevisionEmbedding.objects.count() == MessageEmbedding.objects.count() == 5
+    generation = EmbeddingGeneration.objects.get()
+    assert generation.state == EmbeddingState.COMPLETE and generation.dims == 384
+    assert all(len(v) == 384 for v in RevisionEmbedding.objects.values_list("vector", flat=True))
+
+
+def test_a_building_generation_is_fed_alongside_the_live_one() -> None:
+    write_texts(2)
+    drain_outbox()
+    building = EmbeddingGeneration.objects.create(
+        model_name="all-MiniLM-L6-v2-onnx-int8", dims=384, state=EmbeddingState.BUILDING
+    )
+    write_texts(1)
+    drain_outbox()
+    assert RevisionEmbedding.objects.filter(generation=building).count() == 1
+    assert RevisionEmbedding.objects.exclude(generation=building).count() == 3

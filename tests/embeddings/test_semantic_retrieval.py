@@ -1,0 +1,135 @@
+"""Semantic arms earn their place without ever widening eligibility: paraphrases are found, stale
+vectors never revive old text, forgotten memories never return, outages degrade to lexical."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+from django.test import override_settings
+
+from memory.embeddings.index import drain_outbox
+from memory.retrieval.eligibility import EligibleRevisions
+from memory.retrieval.providers import ArmHit
+from memory.retrieval.query import RecallQuery
+from memory.services import Provenance, entry_forget, revision_amend
+from tests.retrieval.conftest import Workspace, revision_ids
+
+pytestmark = pytest.mark.usefixtures("pgvector")
+
+
+def drain() -> None:
+    while drain_outbox():
+        pass
+
+
+def semantic_only(result: object) -> list[int]:
+    return [i.revision_id for i in result.items if "semantic" in i.arms]  # type: ignore[attr-defined]
+
+
+def test_a_paraphrase_is_found_by_the_semantic_arm(ws: Workspace) -> None:
+    """'keep it brief' shares no word with the memory, yet recalls it."""
+    concise = ws.remember(
+        "Prefers concise prose-first writing.",
+        said_in=ws.alice_dm,
+        by=ws.alice,
+        about=ws.alice,
+        belief_type="preference",
+    )
+    ws.remember("Favorite food is ramen.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice)
+    drain()
+
+    result = ws.ask(ws.alice_dm, ws.alice, "keep it brief")
+
+    assert revision_ids(result) == [concise.pk]
+    assert result.items[0].arms == ["semantic"] and result.degradation == ""
+
+
+def test_an_amended_memorys_old_vector_never_surfaces_old_or_new_text(ws: Workspace) -> None:
+    old = ws.remember("Prefers long, detailed written reports.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice)
+    drain()
+    new = revision_amend(
+        agent=ws.agent,
+        entry_id=old.entry_id,
+        expected_revision_id=old.pk,
+        provenance=Provenance(source_message_id=ws.say(ws.alice_dm, ws.alice, "bullets please").pk),
+        body="Wants bullet-point summaries only.",
+    ).revision  # not drained: the only vector of this entry is the old revision's
+
+    result = ws.ask(ws.alice_dm, ws.alice, "lengthy thorough write-ups")
+
+    assert old.pk not in revision_ids(result) and new.pk not in revision_ids(result)
+    assert "detailed written reports" not in result.rendered
+
+
+def test_a_forgotten_memory_never_returns_at_any_similarity(ws: Workspace) -> None:
+    gone = ws.remember(
+        "Keeps the spare house key under the blue flowerpot.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice
+    )
+    drain()
+    entry_forget(agent=ws.agent, entry_id=gone.entry_id)
+
+    result = ws.ask(ws.alice_dm, ws.alice, "Keeps the spare house key under the blue flowerpot.")
+
+    assert gone.pk not in revision_ids(result)
+
+
+def test_a_private_memory_is_not_a_semantic_candidate_for_another_audience(ws: Workspace) -> None:
+    secret = ws.remember("Is quietly interviewing with a competitor.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice)
+    drain()
+    for where, who in ((ws.bob_dm, ws.bob), (ws.general, ws.bob), (ws.general, ws.alice)):
+        assert secret.pk not in revision_ids(ws.ask(where, who, "Is quietly interviewing with a competitor."))
+    # The same text, in Alice's own DM, is a perfect semantic match: the arm was able to find it.
+    assert secret.pk in semantic_only(ws.ask(ws.alice_dm, ws.alice, "Is quietly interviewing with a competitor."))
+
+
+class Failing:
+    name = "semantic"
+    in_database = False
+
+    def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
+        raise ConnectionError("vector store unreachable")
+
+
+class Sleeping:
+    name = "semantic"
+    in_database = False
+
+    def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
+        time.sleep(5)
+        return []
+
+
+@pytest.mark.parametrize(
+    ("provider", "category"), [(Failing(), "semantic_unavailable"), (Sleeping(), "semantic_timeout")]
+)
+def test_an_outage_degrades_to_authorized_lexical_results_with_the_category_recorded(
+    ws: Workspace, provider: object, category: str
+) -> None:
+    from memory.models import RetrievalEvent
+    from memory.retrieval.eligibility import perspective_for_conversation
+    from memory.retrieval.query import form_query
+    from memory.retrieval.service import recall, task_budget
+
+    public = ws.remember("The Q3 roadmap review is on Thursday.", said_in=ws.general, by=ws.bob)
+    private = ws.remember("The Q3 roadmap review makes Alice nervous.", said_in=ws.alice_dm, by=ws.alice)
+    started = time.monotonic()
+    result = recall(
+        perspective=perspective_for_conversation(ws.general, requester_id=ws.bob.pk),
+        query=form_query(message="Q3 roadmap review", requester_id=ws.bob.pk),
+        budget=task_budget(),
+        providers=[provider],  # type: ignore[list-item]
+    )
+    assert time.monotonic() - started < 4.5
+    assert revision_ids(result) == [public.pk] and private.pk not in revision_ids(result)
+    assert result.degradation == category
+    assert RetrievalEvent.objects.get(trace_id=result.trace_id).degradation == category
+
+
+def test_with_semantic_search_off_recall_is_lexical_and_says_so(ws: Workspace) -> None:
+    fact = ws.remember("The Q3 roadmap review is on Thursday.", said_in=ws.general, by=ws.bob)
+    drain()
+    with override_settings(ENGRAM_SEMANTIC="off"):
+        result = ws.ask(ws.general, ws.alice, "roadmap review")
+    assert revision_ids(result) == [fact.pk] and result.degradation == "semantic_off"

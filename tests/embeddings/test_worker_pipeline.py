@@ -56,8 +56,7 @@ def publishing_to(worker: CeleryWorkerProcess) -> Iterator[None]:
         }
 
     def reconfigure(broker_url: str, transport_options: dict[str, Any]) -> None:
-        app.conf.broker_url = broker_url
-        app.conf.broker_transport_options = transport_options
+        app.conf.update(broker_url=broker_url, broker_transport_options=transport_options)
         # Connections and producers are pooled per broker (in kombu's registry too): start afresh.
         kombu_pools.reset()
         app._pool = None  # type: ignore[attr-defined]

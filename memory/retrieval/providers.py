@@ -73,8 +73,16 @@ def run_providers(
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
             try:
                 with transaction.atomic(), connection.cursor() as cursor:
+                    # SET LOCAL lasts until the end of the enclosing transaction, not this savepoint:
+                    # restore the previous limit so later statements of a caller's transaction keep it.
+                    cursor.execute("SELECT current_setting('statement_timeout')")
+                    row = cursor.fetchone()
+                    previous = row[0] if row else "0"
                     cursor.execute(f"SET LOCAL statement_timeout = {remaining_ms}")
-                    hits.extend(list(provider.call())[:cap])
+                    try:
+                        hits.extend(list(provider.call())[:cap])
+                    finally:
+                        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
             except Exception as error:  # any provider failure degrades to the SQL arms, by contract
                 degraded.append(f"{provider.name}_{'timeout' if 'statement timeout' in str(error) else 'unavailable'}")
                 log.warning("provider %s failed: %s", provider.name, error)

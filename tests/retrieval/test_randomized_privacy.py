@@ -424,6 +424,7 @@ def random_query(rng: random.Random, world: AgentWorld, everyone: list[MemoryRev
     return f"what about {subject.display_name} and {rng.choice(words)}?"
 
 
+@pytest.mark.timeout(900)  # two thousand recalls: minutes on a loaded two-core machine
 def test_recall_never_returns_what_the_oracle_forbids() -> None:
     """Thousands of random recalls return only items the independent oracle admits: same agent, live
     current revision, active/provisional and valid now, restriction and portability respected, and a

@@ -1,0 +1,138 @@
+"""``manage.py eval_locomo``: scores history search on a LoCoMo-schema file and leaves the database as it was."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from accounts.models import Actor, Connector, RuntimeAgent, Tenant
+from history.models import Conversation, ConversationSearchEvent, Message
+
+pytestmark = pytest.mark.django_db
+
+SAMPLE = [
+    {
+        "sample_id": "conv-eval",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben! I adopted a beagle puppy called Biscuit."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Congrats! How old is the puppy?"},
+                {"speaker": "Ana", "dia_id": "D1:3", "text": "Ten weeks. I am also repainting my kitchen yellow."},
+                {"speaker": "Ben", "dia_id": "D1:4", "text": "I started rowing on the river last month."},
+            ],
+            "session_2_date_time": "10:15 am on 20 June, 2023",
+            "session_2": [
+                {"speaker": "Ben", "dia_id": "D2:1", "text": "How is the kitchen coming along?"},
+                {"speaker": "Ana", "dia_id": "D2:2", "text": "Finished! And Biscuit loves the garden."},
+                {"speaker": "Ben", "dia_id": "D2:3", "text": "We won our first rowing regatta on Saturday."},
+                {"speaker": "Ana", "dia_id": "D2:4", "text": "That is wonderful news."},
+            ],
+        },
+        "qa": [
+            {
+                "question": "What breed is the puppy Ana adopted?",
+                "answer": "a beagle",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "When did Ben win a rowing regatta?",
+                "answer": "the Saturday before 20 June 2023",
+                "evidence": ["D2:3", "D1:4"],
+                "category": 2,
+            },
+            {
+                "question": "What colour did Ben paint his kitchen?",
+                "adversarial_answer": "yellow",
+                "evidence": ["D1:3"],
+                "category": 5,
+            },
+            {"question": "What is Ana's favourite film?", "answer": "unknown", "evidence": ["D9:9"], "category": 3},
+        ],
+    }
+]
+
+
+@pytest.fixture
+def sample_file(tmp_path: Path) -> Path:
+    path = tmp_path / "locomo_tiny.json"
+    path.write_text(json.dumps(SAMPLE), encoding="utf-8")
+    return path
+
+
+def _row_counts() -> tuple[int, ...]:
+    return tuple(
+        model.objects.count()
+        for model in (Tenant, RuntimeAgent, Connector, Actor, Conversation, Message, ConversationSearchEvent)
+    )
+
+
+def test_eval_locomo_reports_the_figures_as_its_last_line_and_changes_nothing(sample_file: Path) -> None:
+    """The last line is one JSON object with the overall and per-category figures; the single-hop
+    question's only evidence turn is the first hit; the question whose evidence names no turn is
+    skipped; the evaluation's workspace, messages and audit rows are all rolled back."""
+    before = _row_counts()
+    out = StringIO()
+    call_command("eval_locomo", "--file", str(sample_file), verbosity=0, stdout=out)
+
+    lines = out.getvalue().strip().splitlines()
+    report = json.loads(lines[-1])
+    assert set(report) == {
+        "mode",
+        "unit",
+        "questions",
+        "recall@5",
+        "recall@10",
+        "mrr",
+        "ndcg@10",
+        "by_category",
+        "skipped",
+    }
+    assert (report["mode"], report["unit"]) == ("lexical", "turns")
+    # Categories 4 and 2 count overall; 5 is reported on its own; the category-3 question is skipped.
+    assert report["questions"] == 2
+    assert report["skipped"] == 1
+    assert set(report["by_category"]) == {"2", "3", "4", "5"}
+    single_hop = report["by_category"]["4"]
+    assert single_hop == {"questions": 1, "skipped": 0, "recall@5": 1.0, "recall@10": 1.0, "mrr": 1.0, "ndcg@10": 1.0}
+    assert report["by_category"]["3"]["questions"] == 0
+    assert report["by_category"]["3"]["skipped"] == 1
+    assert report["by_category"]["2"]["recall@10"] > 0
+    for name in ("recall@5", "recall@10", "mrr", "ndcg@10"):
+        assert 0.0 <= report[name] <= 1.0
+    assert any(line.startswith("4 single-hop") for line in lines)
+    assert any(line.startswith("overall 1-4") for line in lines)
+
+    assert _row_counts() == before
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--mode", "semantic"], "lexical only"),
+        (["--mode", "hybrid"], "lexical only"),
+        (["--unit", "observations"], "only turns"),
+        (["--limit", "21"], "--limit"),
+    ],
+)
+def test_eval_locomo_refuses_what_it_cannot_measure(sample_file: Path, arguments: list[str], message: str) -> None:
+    """Modes and units that do not exist yet, and limits the search refuses, are clear command errors."""
+    with pytest.raises(CommandError, match=message):
+        call_command("eval_locomo", "--file", str(sample_file), *arguments, verbosity=0, stdout=StringIO())
+
+
+def test_eval_locomo_refuses_an_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command("eval_locomo", "--file", str(tmp_path / "missing.json"), verbosity=0, stdout=StringIO())
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]", encoding="utf-8")
+    with pytest.raises(CommandError, match="no conversations"):
+        call_command("eval_locomo", "--file", str(empty), verbosity=0, stdout=StringIO())

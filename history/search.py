@@ -43,19 +43,24 @@ MESSAGES_PER_HIT = 1 + 2 * NEIGHBOURS
 #: Per-turn ceiling of distinct evidence messages; well under the lineage caps (500 history ids).
 TURN_EVIDENCE_CEILING = 400
 CANDIDATE_CAP = 200
-#: Matches counted by exclusion rule per search; counting stops here, ranking never looks past the pool.
-COUNTING_CEILING = 1_000
+#: Lexical matches taken from the sidecar (best ``ts_rank_cd`` first) before eligibility and filters
+#: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens.
+#: The exclusion counts are computed over the same scan, so they hold up to this ceiling.
+SCAN_STEPS = (1_000, 5_000, 25_000, None)
 RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
 CURRENT_WINDOW = 30
 RRF_K = 60
 
+#: history@1 weights. The fused match dominates (rank 1 -> 1.0, rank 10 -> 0.87 under RRF); the other
+#: features only break near-ties, so a boost can lift a match a few ranks, never past clearly better
+#: matches. The demotion applies only to the recent window of the turn's own conversation.
 WEIGHTS = {
-    "match": 0.60,
-    "recency": 0.12,
-    "same_actor": 0.10,
-    "same_conversation": 0.08,
-    "requester_spoke": 0.05,
+    "match": 1.00,
+    "recency": 0.04,
+    "same_actor": 0.03,
+    "same_conversation": 0.03,
+    "requester_spoke": 0.02,
     "current_window": -0.30,
 }
 
@@ -166,13 +171,13 @@ def search_history(
         "q_text": query.text,
         "q_excluded": sorted(excluded),
         "q_cap": CANDIDATE_CAP,
-        "q_count_cap": COUNTING_CEILING,
         **filters.params,
     }
     structural = filters.sql
+    pool, counts = _pool_and_counts(eligible, structural, params)
     ranks: dict[str, dict[int, int]] = {"lexical": {}}
     rows: dict[int, tuple[Any, ...]] = {}
-    for rank, row in enumerate(_ranked_pool(eligible, structural, params), start=1):
+    for rank, row in enumerate(pool, start=1):
         ranks["lexical"][row[0]] = rank
         rows[row[0]] = row
     outcome = run_providers(
@@ -192,9 +197,8 @@ def search_history(
             arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
     relevance_arms = ["lexical", *(p.name for p in providers)]
     best_possible = len(relevance_arms) / (RRF_K + 1)
-    counts = _exclusion_counts(eligible, structural, params)
     spoke_in = _conversations_spoken_in(perspective.agent_id, requester_ids, {row[1] for row in rows.values()})
-    window = _current_window(perspective.conversation_id)
+    window = _current_window(turn)
     now = timezone.now()
     scored = []
     for message_id, conversation_id, actor_id, created_at in rows.values():
@@ -279,25 +283,53 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
     return Filters(sql="".join(f" AND {s}" for s in sql), params=params, described=described)
 
 
-_MATCHES = (
-    "FROM {owned} JOIN history_messagesearchdocument d ON d.message_id = m.id,"
-    " (SELECT engram_search_query(%(q_text)s) AS q) q"
-    " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q AND m.agent_id = %(el_agent)s{structural}"
+_POOL_AND_COUNTS = """
+WITH matches AS MATERIALIZED (
+    SELECT d.message_id, ts_rank_cd(d.tsv, q.q) AS lex
+    FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
+    WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q
+    ORDER BY lex DESC, d.message_id DESC
+    {scan}
+),
+judged AS (
+    SELECT m.id, m.conversation_id, m.actor_id, m.created_at, matches.lex, {verdict} AS verdict
+    FROM matches JOIN {owned} ON m.id = matches.message_id
+    WHERE m.agent_id = %(el_agent)s{structural}
 )
+(SELECT 'pool', id, conversation_id, actor_id, created_at, NULL::bigint, (SELECT count(*) FROM matches)
+ FROM judged WHERE verdict = 'eligible' ORDER BY lex DESC, created_at DESC, id LIMIT %(q_cap)s)
+UNION ALL
+SELECT verdict, NULL, NULL, NULL, NULL, count(*), NULL FROM judged GROUP BY verdict
+"""
 
 
-def _ranked_pool(eligible: EligibleMessages, structural: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Eligible, not-excluded lexical matches, best ``ts_rank_cd`` first, capped."""
-    sql = (
-        "SELECT m.id, m.conversation_id, m.actor_id, m.created_at "
-        + _MATCHES.format(owned=eligible.owned(), structural=structural)
-        + " AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))"
-        + "".join(f" AND {condition}" for _, condition in eligible.rules())
-        + " ORDER BY ts_rank_cd(d.tsv, q.q) DESC, m.created_at DESC, m.id LIMIT %(q_cap)s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+def _pool_and_counts(
+    eligible: EligibleMessages, structural: str, params: dict[str, Any]
+) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    """The ranked eligible pool and the exclusion counts, from one scan of the sidecar's best matches.
+
+    Every match is judged by the search's own predicates in order (already in context, no evidence,
+    audience, lineage); only those judged eligible can enter the pool. The scan widens while the
+    pool is short and the sidecar has more matches.
+    """
+    verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
+    verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
+    verdict += " ELSE 'eligible' END"
+    for step in SCAN_STEPS:
+        sql = _POOL_AND_COUNTS.format(
+            scan=f"LIMIT {step}" if step else "", verdict=verdict, owned=eligible.owned(), structural=structural
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        pool = [row[1:5] for row in rows if row[0] == "pool"]
+        scanned = next((row[6] for row in rows if row[0] == "pool"), None)
+        counts = {row[0]: int(row[5]) for row in rows if row[0] != "pool"}
+        total = sum(counts.values())
+        if step is None or len(pool) >= CANDIDATE_CAP or (scanned if scanned is not None else total) < step:
+            break  # the pool is full, or the scan already covered every match
+    named = ("already_in_context", "no_evidence", "audience", "lineage")
+    return pool, {name: counts.get(name, 0) for name in named} | {"eligible": counts.get("eligible", 0)}
 
 
 def _revalidate(
@@ -315,25 +347,6 @@ def _revalidate(
         return cursor.fetchall()
 
 
-def _exclusion_counts(eligible: EligibleMessages, structural: str, params: dict[str, Any]) -> dict[str, int]:
-    """Matches (up to the counting ceiling) by the first rule that removed them, computed with the
-    search's own predicates; ``eligible`` counts the survivors."""
-    verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
-    verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
-    verdict += " ELSE 'eligible' END"
-    sql = (
-        f"SELECT verdict, count(*) FROM (SELECT {verdict} AS verdict "
-        + _MATCHES.format(owned=eligible.owned(), structural=structural)
-        + " LIMIT %(q_count_cap)s) matches GROUP BY verdict"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        counts = {name: int(count) for name, count in cursor.fetchall()}
-    return {name: counts.get(name, 0) for name in ("already_in_context", "no_evidence", "audience", "lineage")} | {
-        "eligible": counts.get("eligible", 0)
-    }
-
-
 def _conversations_spoken_in(agent_id: int, requester_ids: set[int], conversation_ids: set[int]) -> set[int]:
     if not requester_ids or not conversation_ids:
         return set()
@@ -346,13 +359,18 @@ def _conversations_spoken_in(agent_id: int, requester_ids: set[int], conversatio
         return {row[0] for row in cursor.fetchall()}
 
 
-def _current_window(conversation_id: int | None) -> set[int]:
-    if conversation_id is None:
+def _current_window(turn: Turn | None) -> set[int]:
+    """The latest messages of the turn's own conversation before the one being answered: the window a
+    runtime usually has in the prompt already. Without a turn there is no window to demote."""
+    if turn is None:
         return set()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id FROM history_message WHERE conversation_id = %s ORDER BY created_at DESC, id DESC LIMIT %s",
-            [conversation_id, CURRENT_WINDOW],
+            "SELECT m.id FROM history_message m, history_message inbound WHERE inbound.id = %s"
+            " AND m.conversation_id = inbound.conversation_id"
+            " AND (m.created_at, m.id) <= (inbound.created_at, inbound.id)"
+            " ORDER BY m.created_at DESC, m.id DESC LIMIT %s",
+            [turn.inbound_message_id, CURRENT_WINDOW],
         )
         return {row[0] for row in cursor.fetchall()}
 

@@ -20,6 +20,8 @@ import numpy as np
 from django.conf import settings
 
 MAX_TOKENS = 256
+#: Texts per inference call: small enough that length-sorted sub-batches carry little padding.
+SUB_BATCH = 16
 
 
 class EmbeddingModel(Protocol):
@@ -84,6 +86,9 @@ class MiniLMOnnx:
             # threads per process only contend.
             options.intra_op_num_threads = self._threads or settings.ENGRAM_EMBEDDING_THREADS
             options.inter_op_num_threads = 1
+            # The arena keeps the largest activation buffers a process ever needed; without it a
+            # worker's memory follows its current batch.
+            options.enable_cpu_mem_arena = False
             self._session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in self._session.get_inputs()}
             self._tokenizer = tokenizer
@@ -92,6 +97,16 @@ class MiniLMOnnx:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         self._load()
+        # Padding costs as much as text: run similar lengths together in small sub-batches and put
+        # the rows back in the caller's order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        for start in range(0, len(order), SUB_BATCH):
+            chunk = order[start : start + SUB_BATCH]
+            out[chunk] = self._run([texts[i] for i in chunk])
+        return out
+
+    def _run(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)

@@ -414,6 +414,8 @@ class Bench:
     people: list[list[Actor]]
     bodies: list[list[str]]
     vocabulary: list[tuple[list[str], list[int]]]
+    #: False times the lexical path alone (this command); True adds the configured semantic arm.
+    semantic: bool = False
 
     @classmethod
     def load(cls, agents: list[RuntimeAgent], rng: random.Random) -> Bench:
@@ -449,7 +451,9 @@ class Bench:
         )
         perspective = perspective_for_conversation(question.conversation, requester_id=question.requester_id)
         started = time.perf_counter()
-        result = recall(perspective=perspective, query=query, budget=task_budget())
+        result = recall(
+            perspective=perspective, query=query, budget=task_budget(), providers=None if self.semantic else ()
+        )
         return (time.perf_counter() - started) * 1000, len(result.items)
 
     def run_one(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -92,56 +93,38 @@ def drain_outbox(*, batch_size: int | None = None) -> int:
     return len(rows)
 
 
-def _embed_revisions(generation: EmbeddingGeneration, revisions: Sequence[MemoryRevision]) -> None:
-    done = set(
-        RevisionEmbedding.objects.filter(generation=generation, revision__in=revisions).values_list(
-            "revision_id", flat=True
-        )
-    )
-    todo = [r for r in revisions if r.pk not in done]
+def _embed_rows(
+    generation: EmbeddingGeneration,
+    rows: Sequence[MemoryRevision] | Sequence[Message],
+    table: type[RevisionEmbedding] | type[MessageEmbedding],
+    key: str,
+) -> None:
+    """Vectors for the rows that ``generation`` does not have yet; a concurrent writer's row wins."""
+    done = set(table.objects.filter(generation=generation, **{f"{key}__in": rows}).values_list(f"{key}_id", flat=True))
+    todo = [row for row in rows if row.pk not in done]
     if not todo:
         return
-    vectors = embedding_model(generation.model_name).embed([r.body for r in todo])
-    RevisionEmbedding.objects.bulk_create(
-        [
-            RevisionEmbedding(
-                revision=r,
-                agent_id=r.agent_id,
-                generation=generation,
-                model_name=generation.model_name,
-                dims=generation.dims,
-                vector=v.tolist(),
-            )
-            for r, v in zip(todo, vectors, strict=True)
-        ],
-        ignore_conflicts=True,
-    )
+    vectors = embedding_model(generation.model_name).embed([row.body for row in todo])
+    new: list[Any] = [
+        table(
+            **{key: row},
+            agent_id=row.agent_id,
+            generation=generation,
+            model_name=generation.model_name,
+            dims=generation.dims,
+            vector=vector.tolist(),
+        )
+        for row, vector in zip(todo, vectors, strict=True)
+    ]
+    table.objects.bulk_create(new, ignore_conflicts=True)
+
+
+def _embed_revisions(generation: EmbeddingGeneration, revisions: Sequence[MemoryRevision]) -> None:
+    _embed_rows(generation, revisions, RevisionEmbedding, "revision")
 
 
 def _embed_messages(generation: EmbeddingGeneration, messages: Sequence[Message]) -> None:
-    done = set(
-        MessageEmbedding.objects.filter(generation=generation, message__in=messages).values_list(
-            "message_id", flat=True
-        )
-    )
-    todo = [m for m in messages if m.pk not in done]
-    if not todo:
-        return
-    vectors = embedding_model(generation.model_name).embed([m.body for m in todo])
-    MessageEmbedding.objects.bulk_create(
-        [
-            MessageEmbedding(
-                message=m,
-                agent_id=m.agent_id,
-                generation=generation,
-                model_name=generation.model_name,
-                dims=generation.dims,
-                vector=v.tolist(),
-            )
-            for m, v in zip(todo, vectors, strict=True)
-        ],
-        ignore_conflicts=True,
-    )
+    _embed_rows(generation, messages, MessageEmbedding, "message")
 
 
 def record_failure(error: BaseException) -> None:

@@ -382,19 +382,20 @@ def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any
 
 
 _LINEAGE_SQL = """
-WITH RECURSIVE walk(message_id, depth) AS (
-    SELECT unnest(%(roots)s::bigint[]), 0
+WITH RECURSIVE walk(message_id) AS (
+    -- Keyed on the id alone: each ancestor is visited once (provenance is acyclic), and the
+    -- walk stops as soon as the cap has been pulled.
+    SELECT unnest(%(roots)s::bigint[])
     UNION
-    SELECT parent, w.depth + 1
+    SELECT parent
     FROM walk w
     JOIN history_message m ON m.id = w.message_id AND m.agent_id = %(agent)s
     CROSS JOIN LATERAL unnest(m.history_message_ids) AS parent
-    WHERE w.depth < 64
 )
 SELECT m.id, m.audience_kind, m.audience_namespace, m.audience_readers,
        EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id) AS has_evidence,
        m.memory_revision_ids
-FROM (SELECT DISTINCT message_id FROM walk LIMIT %(cap)s) w
+FROM (SELECT message_id FROM walk LIMIT %(cap)s) w
 LEFT JOIN history_message m ON m.id = w.message_id AND m.agent_id = %(agent)s
 """
 

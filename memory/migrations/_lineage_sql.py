@@ -68,6 +68,21 @@ END
 $$;
 """
 
+#: Version 3: the walk visits each ancestor once. Messages reference only messages that existed before
+#: them, so provenance is acyclic; keying the walk on the id alone (UNION drops repeats) bounds it by
+#: the number of distinct ancestors, where (id, depth) pairs grew with every path through the history.
+#: The node cap is read lazily: the walk stops once 5,001 ancestors have been pulled.
+LINEAGE_WALK_V2 = """
+    WITH RECURSIVE walk(id) AS (
+        SELECT unnest(p_message_ids)
+        UNION
+        SELECT parent
+        FROM walk w
+        JOIN history_message m ON m.id = w.id
+        CROSS JOIN LATERAL unnest(m.history_message_ids) AS parent
+    ),
+    nodes AS (SELECT id FROM walk LIMIT 5001)"""
+
 #: Version 2: a grant never vouches for a revision of unknown or mixed ("nobody") provenance.
 LINEAGE_ALLOWS_V2 = LINEAGE_ALLOWS_V1.replace(
     "WHERE g.revision_id = r.id AND g.agent_id = p_agent AND g.revoked_at IS NULL",
@@ -75,3 +90,17 @@ LINEAGE_ALLOWS_V2 = LINEAGE_ALLOWS_V1.replace(
     " AND r.audience_kind NOT IN ('unknown', 'nobody')",
 )
 assert LINEAGE_ALLOWS_V2 != LINEAGE_ALLOWS_V1
+
+_WALK_V1 = """
+    WITH RECURSIVE walk(id, depth) AS (
+        SELECT unnest(p_message_ids), 1
+        UNION
+        SELECT parent, w.depth + 1
+        FROM walk w
+        JOIN history_message m ON m.id = w.id
+        CROSS JOIN LATERAL unnest(m.history_message_ids) AS parent
+        WHERE w.depth < 64
+    ),
+    nodes AS (SELECT DISTINCT id FROM walk LIMIT 5001)"""
+assert _WALK_V1 in LINEAGE_ALLOWS_V2
+LINEAGE_ALLOWS_V3 = LINEAGE_ALLOWS_V2.replace(_WALK_V1, LINEAGE_WALK_V2)

@@ -51,7 +51,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 class StrictSerializer(serializers.Serializer[Any]):
-    """Rejects unknown keys instead of silently ignoring them."""
+    # Rejects unknown keys instead of silently ignoring them (a comment, not a docstring: docstrings
+    # become schema descriptions, and every request body would inherit this one).
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):

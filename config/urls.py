@@ -7,6 +7,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+import config.schema  # noqa: F401  (registers the OpenAPI extensions)
 from history.apis import MessageIngestApi
 from memory.apis import (
     LedgerApi,
@@ -41,6 +42,9 @@ def api_root(request: Request) -> Response:
 
 
 public = {"authentication_classes": [], "permission_classes": [AllowAny]}
+
+# API paths answer a JSON error body even for URLs no route matches (say, a negative id).
+handler404 = "config.views.not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -49,11 +49,17 @@ def _memory_id() -> serializers.RegexField:
 # --------------------------------------------------------------------------------------------------
 
 
+def verb_field(name: str) -> serializers.ChoiceField:
+    """Each verb's schema admits exactly its own name, so the documented oneOf is unambiguous."""
+    return serializers.ChoiceField(choices=[name])
+
+
 class VerbIn(StrictSerializer):
-    verb = serializers.CharField()
+    """One memory verb call; each verb's ``verb`` field selects its schema."""
 
 
 class RememberIn(VerbIn):
+    verb = verb_field("remember")
     body = serializers.CharField(max_length=2_000, help_text="Natural prose; names belong in subject, not here.")
     belief_type = serializers.ChoiceField(choices=BeliefType.choices, default=BeliefType.PROJECT_FACT)
     subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
@@ -69,6 +75,7 @@ class RememberIn(VerbIn):
 
 
 class RecallIn(VerbIn):
+    verb = verb_field("recall")
     query = serializers.CharField(max_length=2_000, allow_blank=True)
     as_of = serializers.DateTimeField(required=False)
     known_at = serializers.DateTimeField(required=False)
@@ -77,6 +84,7 @@ class RecallIn(VerbIn):
 
 
 class AmendIn(VerbIn):
+    verb = verb_field("amend")
     id = _memory_id()
     body = serializers.CharField(max_length=2_000, required=False)
     subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
@@ -95,15 +103,18 @@ class AmendIn(VerbIn):
 
 
 class ForgetIn(VerbIn):
+    verb = verb_field("forget")
     id = _memory_id()
 
 
 class RequestSharingIn(VerbIn):
+    verb = verb_field("request_memory_sharing")
     id = _memory_id()
     conversation_id = serializers.IntegerField(min_value=1, help_text="The conversation to share it into.")
 
 
 class SearchHistoryIn(VerbIn):
+    verb = verb_field("search_history")
     query = serializers.CharField(max_length=2_000)
     actor = serializers.CharField(max_length=200, required=False, help_text='An actor id, name, or "requester".')
     conversation_id = serializers.IntegerField(min_value=1, required=False)
@@ -130,11 +141,14 @@ class RoundIn(serializers.Serializer[Any]):
 class RoundDoc(serializers.Serializer[Any]):
     """The documented shape of a round: each call is one verb's strict schema, chosen by ``verb``."""
 
-    calls = PolymorphicProxySerializer(
-        component_name="VerbCall",
-        serializers={name: serializer for name, serializer in VERBS.items()},
-        resource_type_field_name="verb",
-        many=True,
+    calls = serializers.ListField(
+        child=PolymorphicProxySerializer(
+            component_name="VerbCall",
+            serializers={name: serializer for name, serializer in VERBS.items()},
+            resource_type_field_name="verb",
+        ),
+        min_length=1,
+        max_length=MAX_CALLS_PER_ROUND,
     )
 
 
@@ -258,6 +272,9 @@ class ReplyOut(serializers.Serializer[Any]):
 
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 422: ErrorSerializer}
+#: The end user's endpoints use Django's session login: without one (or without its CSRF token) they
+#: answer 403, as Django's session authentication does.
+USER_ERRORS = {**ERRORS, 403: ErrorSerializer}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -552,7 +569,7 @@ class MySharingRequestsApi(UserApi):
     @extend_schema(
         operation_id="me_sharing_requests_list",
         summary="Sharing requests awaiting my answer",
-        responses={200: SharingRequestOut(many=True), **ERRORS},
+        responses={200: SharingRequestOut(many=True), **USER_ERRORS},
     )
     def get(self, request: Request) -> Response:
         rows = [
@@ -575,7 +592,7 @@ class MySharingDecisionApi(UserApi):
         description="Only the person whose statement it is (logged in as that actor) can approve; approval "
         "creates a revocable grant. Agents cannot call this endpoint.",
         request=DecisionIn,
-        responses={200: DecisionOut, **ERRORS},
+        responses={200: DecisionOut, **USER_ERRORS},
     )
     def post(self, request: Request, request_id: int) -> Response:
         payload = DecisionIn(data=request.data)
@@ -600,7 +617,7 @@ class MyGrantRevokeApi(UserApi):
         operation_id="me_grants_revoke",
         summary="Revoke a grant I gave",
         request=None,
-        responses={200: GrantOut, **ERRORS},
+        responses={200: GrantOut, **USER_ERRORS},
     )
     def post(self, request: Request, grant_id: int) -> Response:
         grant = grant_revoke(grant_id=grant_id, user=self.user(request))

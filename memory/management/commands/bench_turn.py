@@ -1,0 +1,418 @@
+"""Benchmark whole agent turns over real HTTP.
+
+``bench_turn [--memories N] [--messages M] [--turns T] [--seed S] [--warmup W]`` builds, once, one agent
+in the tenant ``bench-turn`` with N single-revision memories and M messages (the corpus of
+``bench_recall``: one stating message per memory, the rest plain chat spread over the same
+conversations), all written with bulk SQL in one transaction; the agent is named after (N, M, S), so a
+second run with the same arguments finds and reuses it.
+
+It then issues an API key, starts gunicorn (``config.wsgi``, two sync workers, as ``scripts/run`` does)
+on a free loopback port against the same database (the name in ``settings.DATABASES``, so a test
+database too), and drives T turns through HTTP with one ``requests.Session``, each as a runtime would:
+
+1. ``ingest``: POST /api/v1/messages with the inbound message;
+2. ``turn_start``: POST /api/v1/sessions/{id}/turns (a few sessions, opened before timing, are reused);
+3. ``round``: POST /api/v1/turns/{id}/rounds with one ``recall`` and one ``search_history`` call;
+4. ``ledger``: GET /api/v1/turns/{id}/ledger;
+5. ``reply``: POST /api/v1/turns/{id}/reply, citing the first recalled memory.
+
+W unmeasured turns warm the workers first. It prints a p50/p95 table per step and for the whole turn;
+the last line is one JSON object: ``{"turns", "p50_ms", "p95_ms", "steps": {step: {"p50_ms",
+"p95_ms"}}}``. The server is stopped whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pgtrigger
+import requests
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection, transaction
+
+from accounts.models import Actor, RuntimeAgent, Tenant
+from accounts.services import api_key_create
+from history.models import Conversation, Message
+from memory.management.commands.bench_recall import (
+    CORPUS_EPOCH,
+    NO_INDEX_WORK,
+    Spec,
+    Statements,
+    build_agent,
+    percentile,
+)
+from memory.models import MemoryEntry
+from memory.retrieval.query import content_terms
+
+TENANT_SLUG = "bench-turn"
+STEPS = ("ingest", "turn_start", "round", "ledger", "reply")
+#: Threads the simulated turns arrive in: two workspace channels and two direct conversations.
+WORKSPACE_THREADS = ("general", "engineering")
+DIRECT_THREADS = 2
+SERVER_START_TIMEOUT = 60.0
+REQUEST_TIMEOUT = 60.0
+QUESTIONS = (
+    "What do you remember about {words}?",
+    "Remind me what we said about {words}.",
+    "Anything on {words} I should know?",
+    "Didn't someone mention {words} recently?",
+)
+
+
+@dataclass(frozen=True)
+class TurnSpec(Spec):
+    """One agent with ``revisions`` memories and ``messages`` messages in all."""
+
+    messages: int = 0
+
+    def agent_name(self, index: int) -> str:
+        return f"bench-turn-m{self.revisions}-n{self.messages}-s{self.seed}"
+
+
+class Command(BaseCommand):
+    help = "Build (once) an agent with a large memory and history, then time whole turns over real HTTP."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--memories", type=int, default=10_000, help="Memories of the agent.")
+        parser.add_argument("--messages", type=int, default=100_000, help="Messages of the agent, in all.")
+        parser.add_argument("--turns", type=int, default=200, help="Measured turns.")
+        parser.add_argument("--warmup", type=int, default=10, help="Unmeasured turns run first.")
+        parser.add_argument("--seed", type=int, default=1)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["memories"] < 1 or options["messages"] < options["memories"] or options["turns"] < 1:
+            raise CommandError("need --memories >= 1, --messages >= --memories and --turns >= 1")
+        spec = TurnSpec(revisions=options["memories"], agents=1, seed=options["seed"], messages=options["messages"])
+        started = time.perf_counter()
+        agent, built = ensure_agent(spec)
+        seconds = time.perf_counter() - started
+        self.stdout.write(
+            f"corpus {'built' if built else 'reused'} in {seconds:.1f} s: agent {agent.name}, "
+            f"{spec.revisions} memories, {spec.messages} messages"
+        )
+        with connection.cursor() as cursor:
+            for table in ("history_message", "memory_memoryentry", "memory_memoryrevision"):
+                cursor.execute(f"ANALYZE {table}")
+
+        rng = random.Random(spec.seed * 7919 + options["turns"])
+        script = Script.load(agent, rng)
+        secret = api_key_create(agent=agent, label="bench_turn").secret
+        with served() as base_url:
+            client = Client(base_url, secret)
+            threads = script.open_sessions(client)
+            for _ in range(options["warmup"]):
+                script.turn(client, rng.choice(threads))
+            timings = [script.turn(client, rng.choice(threads)) for _ in range(options["turns"])]
+
+        whole = sorted(sum(t.values()) for t in timings)
+        steps = {step: sorted(t[step] for t in timings) for step in STEPS}
+        self.stdout.write(f"{'step':<12}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
+        for step, values in [*steps.items(), ("turn", whole)]:
+            self.stdout.write(
+                f"{step:<12}{percentile(values, 50):>10.2f}{percentile(values, 95):>10.2f}{values[-1]:>10.2f}"
+            )
+        self.stdout.write(
+            json.dumps(
+                {
+                    "turns": len(timings),
+                    "p50_ms": round(percentile(whole, 50), 2),
+                    "p95_ms": round(percentile(whole, 95), 2),
+                    "steps": {
+                        step: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2)}
+                        for step, v in steps.items()
+                    },
+                }
+            )
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# corpus
+# --------------------------------------------------------------------------------------------------
+
+
+def ensure_agent(spec: TurnSpec) -> tuple[RuntimeAgent, bool]:
+    """The spec's agent, built in one transaction if it is missing (so an agent that exists is complete)."""
+    tenant, _ = Tenant.objects.get_or_create(slug=TENANT_SLUG, defaults={"name": "Turn benchmark"})
+    agent = RuntimeAgent.objects.filter(tenant=tenant, name=spec.agent_name(0)).first()
+    if agent is not None:
+        if (
+            MemoryEntry.objects.filter(agent=agent).count() < spec.revisions
+            or Message.objects.filter(agent=agent).count() < spec.messages
+        ):
+            raise CommandError(f"agent {agent.name} holds a different corpus; use a fresh database")
+        return agent, False
+    statements = Statements(random.Random(spec.seed))
+    with transaction.atomic():
+        agent = build_agent(tenant, spec, 0, statements)
+        load_chat(agent, spec.messages - spec.revisions, statements, random.Random(spec.seed * 31 + 7))
+    return agent, True
+
+
+def load_chat(agent: RuntimeAgent, count: int, statements: Statements, rng: random.Random) -> None:
+    """Write ``count`` inbound messages (with their source evidence) over the agent's conversations,
+    each said by one of the conversation's readers."""
+    if count <= 0:
+        return
+    conversations = list(Conversation.objects.filter(agent=agent).order_by("pk"))
+    people = list(Actor.objects.filter(connector__agent=agent).order_by("pk"))
+    names = {p.pk: p.display_name.split()[0] for p in people}
+    rows = []
+    for _ in range(count):
+        conversation = rng.choice(conversations)
+        readers = list(conversation.audience_readers) or [p.pk for p in people]
+        author = rng.choice(readers)
+        rows.append(
+            (
+                agent.pk,
+                conversation.pk,
+                author,
+                statements.make(names[author], names[rng.choice(readers)]),
+                CORPUS_EPOCH - timedelta(minutes=rng.randrange(2 * 365 * 24 * 60)),
+                conversation.audience_kind,
+                conversation.audience_namespace,
+                list(conversation.audience_readers),
+            )
+        )
+    columns = (
+        "agent_id, conversation_id, actor_id, body, created_at, audience_kind, audience_namespace, audience_readers"
+    )
+    audience = "audience_kind, audience_namespace, audience_readers"
+    with pgtrigger.ignore(*NO_INDEX_WORK), connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_chat")
+        cursor.execute(
+            "CREATE TEMP TABLE bench_chat (agent_id bigint, conversation_id bigint, actor_id bigint, body text,"
+            " created_at timestamptz, audience_kind text, audience_namespace text, audience_readers bigint[],"
+            " message_id bigint) ON COMMIT DROP"
+        )
+        with cursor.cursor.copy(f"COPY bench_chat ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute("UPDATE bench_chat SET message_id = nextval(pg_get_serial_sequence('history_message', 'id'))")
+        cursor.execute(
+            "INSERT INTO history_message (id, agent_id, conversation_id, actor_id, direction, external_id, body,"
+            f" created_at, ingested_at, history_message_ids, memory_revision_ids, cited_revision_ids, {audience})"
+            " SELECT message_id, agent_id, conversation_id, actor_id, 'inbound', NULL, body, created_at, created_at,"
+            f" '{{}}', '{{}}', '{{}}', {audience} FROM bench_chat"
+        )
+        cursor.execute(
+            "INSERT INTO history_messagesourceevidence (message_id, method, detail, recorded_at)"
+            " SELECT message_id, 'connector_signed', '{\"bench\": true}', created_at FROM bench_chat"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# the server
+# --------------------------------------------------------------------------------------------------
+
+
+def server_env(broker_dir: Path) -> dict[str, str]:
+    """This process's environment, pointed at the database this process uses and a private broker
+    folder (the indexing notifications of the benchmark's writes are not meant for a real worker)."""
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    env["CELERY_BROKER_URL"] = "filesystem://"
+    env["ENGRAM_CELERY_DIR"] = str(broker_dir)
+    name = str(settings.DATABASES["default"]["NAME"])
+    if env.get("DATABASE_URL"):
+        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
+    else:
+        env["ENGRAM_DATABASE_NAME"] = name
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def served() -> Iterator[str]:
+    """gunicorn serving ``config.wsgi`` on a free loopback port; yields its base URL and stops it on exit."""
+    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder:
+        port = free_port()
+        log_path = Path(folder) / "gunicorn.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"),
+                    *("--workers", "2", "--no-control-socket", "--log-level", "warning"),
+                ],
+                env=server_env(Path(folder) / "celery"),
+                cwd=settings.BASE_DIR,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + SERVER_START_TIMEOUT
+            while True:
+                if process.poll() is not None:
+                    raise CommandError(f"gunicorn exited with {process.returncode}:\n{log_path.read_text()}")
+                try:
+                    # A worker imports Django on its first request, which may take seconds.
+                    if requests.get(f"{base_url}/api/", timeout=10).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise CommandError(
+                        f"gunicorn did not answer in {SERVER_START_TIMEOUT:.0f}s:\n{log_path.read_text()}"
+                    )
+                time.sleep(0.2)
+            try:
+                yield base_url
+            except CommandError as error:
+                # The server's side of a failed call (a traceback, a worker timeout) is in its log.
+                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+                raise CommandError(f"{error}\n--- gunicorn log (last lines):\n{tail}") from error
+        finally:
+            # SIGTERM is gunicorn's graceful stop: the arbiter stops its workers and exits.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+# --------------------------------------------------------------------------------------------------
+# turns
+# --------------------------------------------------------------------------------------------------
+
+
+class Client:
+    """A runtime's HTTP client: one keep-alive session carrying the agent's key."""
+
+    def __init__(self, base_url: str, secret: str) -> None:
+        self.base_url = base_url
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Bearer {secret}"
+
+    def call(self, method: str, path: str, expect: int, body: Any = None) -> tuple[Any, float]:
+        """The response body and the call's wall time in ms; any other status than ``expect`` is an error."""
+        started = time.perf_counter()
+        try:
+            response = self.http.request(method, f"{self.base_url}{path}", json=body, timeout=REQUEST_TIMEOUT)
+        except requests.RequestException as error:
+            raise CommandError(f"{method} {path} failed: {error}") from error
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != expect:
+            raise CommandError(f"{method} {path} answered {response.status_code}: {response.text[:2000]}")
+        return response.json(), elapsed
+
+
+@dataclass
+class Thread:
+    """A conversation the turns arrive in, as its connector names it, with the session that serves it."""
+
+    external_id: str
+    audience: dict[str, Any]
+    conversation_id: int
+    requester: Actor
+    session_id: int = 0
+    recent: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Script:
+    rng: random.Random
+    connector: tuple[str, str]
+    threads: list[Thread]
+    bodies: list[str]
+    run: str
+    said: int = 0
+
+    @classmethod
+    def load(cls, agent: RuntimeAgent, rng: random.Random) -> Script:
+        conversations = {c.external_thread_id: c for c in Conversation.objects.filter(agent=agent).order_by("pk")}
+        people = {p.pk: p for p in Actor.objects.filter(connector__agent=agent).order_by("pk")}
+        connector = next(iter(people.values())).connector
+        threads = [
+            Thread(name, {"kind": "workspace"}, conversations[name].pk, rng.choice(list(people.values())))
+            for name in WORKSPACE_THREADS
+        ]
+        direct = [c for c in conversations.values() if c.external_thread_id.startswith("dm-")][:DIRECT_THREADS]
+        for conversation in direct:
+            person = people[conversation.audience_readers[0]]
+            audience = {"kind": "members", "readers": [person.external_id]}
+            threads.append(Thread(conversation.external_thread_id, audience, conversation.pk, person))
+        bodies = list(
+            MemoryEntry.objects.filter(agent=agent)
+            .order_by("pk")
+            .values_list("current_revision__body", flat=True)[:2_000]
+        )
+        return cls(
+            rng=rng,
+            connector=(connector.type, connector.name),
+            threads=threads,
+            bodies=[b for b in bodies if b],
+            run=datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"),
+        )
+
+    def open_sessions(self, client: Client) -> list[Thread]:
+        for thread in self.threads:
+            body = {"conversation_id": thread.conversation_id, "requester_actor_id": thread.requester.pk}
+            opened, _ = client.call("POST", "/api/v1/sessions", 201, body)
+            thread.session_id = opened["session_id"]
+        return self.threads
+
+    def words(self) -> list[str]:
+        terms = content_terms(self.rng.choice(self.bodies))
+        return self.rng.sample(terms, min(len(terms), self.rng.randint(1, 3))) or ["update"]
+
+    def turn(self, client: Client, thread: Thread) -> dict[str, float]:
+        """One whole turn in ``thread``; the wall time of each step in ms."""
+        self.said += 1
+        words = self.words()
+        message = {
+            "connector": {"type": self.connector[0], "name": self.connector[1]},
+            "thread": {"external_id": thread.external_id, "audience": thread.audience},
+            "actor": {"external_id": thread.requester.external_id, "display_name": thread.requester.display_name},
+            "external_id": f"bench-{self.run}-{self.said}",
+            "body": self.rng.choice(QUESTIONS).format(words=" ".join(words)),
+            "created_at": datetime.now(UTC).isoformat(),
+            "evidence": {"method": "connector_signed", "detail": {"bench": True}},
+        }
+        ms: dict[str, float] = {}
+        ingested, ms["ingest"] = client.call("POST", "/api/v1/messages", 201, {"messages": [message]})
+        inbound = ingested["messages"][0]["message_id"]
+        turn, ms["turn_start"] = client.call(
+            "POST",
+            f"/api/v1/sessions/{thread.session_id}/turns",
+            201,
+            {"inbound_message_id": inbound, "loaded_message_ids": thread.recent[-5:]},
+        )
+        thread.recent.append(inbound)
+        calls = [
+            {"verb": "recall", "query": " ".join(words)},
+            {"verb": "search_history", "query": self.rng.choice(words), "limit": 8},
+        ]
+        turn_path = f"/api/v1/turns/{turn['turn_id']}"
+        ran, ms["round"] = client.call("POST", f"{turn_path}/rounds", 200, {"calls": calls})
+        _, ms["ledger"] = client.call("GET", f"{turn_path}/ledger", 200)
+        recalled = ran["results"][0]["result"]["items"] if ran["results"][0]["status"] == "ok" else []
+        cited = [recalled[0]["id"]] if recalled else []
+        reply = {"body": "Here is what I found" + (f" [{cited[0]}]." if cited else "."), "cited_ids": cited}
+        delivered, ms["reply"] = client.call("POST", f"{turn_path}/reply", 201, reply)
+        thread.recent.append(delivered["message_id"])
+        return ms

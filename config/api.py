@@ -1,17 +1,32 @@
 """Shared API conventions: errors with a machine-readable ``code``, and serializers that refuse
-fields they do not declare (a verb's schema is a contract, not a suggestion)."""
+fields they do not declare (a verb's schema is a contract, not a suggestion).
+
+Two failures outside DRF's own exceptions get the same error body: a request body over
+``DATA_UPLOAD_MAX_MEMORY_SIZE`` answers 413 ``request_too_large`` (Django would answer a bare 400),
+and a database that cannot be reached (restarting, connection lost) answers 503
+``database_unavailable`` with ``Retry-After``, instead of a 500 page. Every write is atomic, so a
+request that fails this way has committed nothing of the transaction it was in.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
-from rest_framework import exceptions, serializers
+from rest_framework import exceptions, parsers, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from config.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+#: Seconds a client should wait before retrying when the database is unavailable.
+DATABASE_RETRY_AFTER_S = 5
 
 _CODES = {
     exceptions.NotAuthenticated: "unauthenticated",
@@ -34,6 +49,17 @@ def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ServiceError):
         return Response(error_body(exc.code, exc.message, exc.detail), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            error_body("request_too_large", "the request body is too large; nothing was changed"), status=413
+        )
+    if isinstance(exc, OperationalError | InterfaceError):
+        log.warning("database unavailable: %s", exc)
+        return Response(
+            error_body("database_unavailable", "the database is unavailable; retry later"),
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -48,6 +74,40 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = str(getattr(exc, "detail", exc))
         response.data = error_body(code, message)
     return response
+
+
+class SafeJSONParser(parsers.JSONParser):
+    """DRF's JSON parser, refusing with 400 ``malformed_request`` what would otherwise fail later as a
+    500: nesting deeper than Python's recursion limit, and strings PostgreSQL cannot store (NUL
+    characters, lone surrogates) anywhere, free-form fields such as evidence details included."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError as error:
+            raise exceptions.ParseError("JSON parse error - nested too deeply") from error
+        if not _storable(data):
+            raise exceptions.ParseError("JSON parse error - strings must not contain NUL characters or lone surrogates")
+        return data
+
+
+def _storable(data: Any) -> bool:
+    pending = [data]
+    while pending:  # iterative: the depth is already bounded by the parser, the breadth by the body size
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            if "\x00" in value:
+                return False
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
 
 
 class StrictSerializer(serializers.Serializer[Any]):

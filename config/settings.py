@@ -98,6 +98,9 @@ else:
     }
 # Separate test databases let several test runs share one server.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
+# A persistent connection outlives a database restart: check it before each request's first query, so
+# the first request after a restart reconnects instead of failing on the dead socket.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -123,10 +126,13 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
 # --- REST API -------------------------------------------------------------------------------------
+# The largest request body read into memory; a bigger one answers 413 request_too_large. The default
+# fits the largest valid ingest batch (500 messages of 20,000 characters) of mostly ASCII text.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("ENGRAM_MAX_REQUEST_BYTES", str(16 * 1024 * 1024)))
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.api.SafeJSONParser"],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.IsAgent"],

@@ -274,16 +274,15 @@ def entry_forget(
 
 
 def _lock_live_entry(agent: RuntimeAgent, entry_id: int) -> MemoryEntry:
-    entry = (
-        MemoryEntry.objects.select_for_update(of=("self",))
-        .select_related("current_revision")
-        .filter(agent=agent, pk=entry_id)
-        .first()
-    )
+    # No join in the locking statement: when it waits for a concurrent amend, PostgreSQL re-reads the
+    # locked row only, and a joined current revision would be looked up in the snapshot taken before
+    # the wait, where the revision that amend committed does not exist yet (a NULL, not a conflict).
+    entry = MemoryEntry.objects.select_for_update().filter(agent=agent, pk=entry_id).first()
     if entry is None:
         raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
     if entry.status == EntryStatus.FORGOTTEN:
         raise Conflict(f"memory m:{entry_id} is forgotten", code="memory_forgotten")
+    entry.current_revision = MemoryRevision.objects.get(pk=entry.current_revision_id or 0)
     return entry
 
 

@@ -231,17 +231,20 @@ def _visible_entry(turn: Turn, revision_ref: str) -> tuple[MemoryEntry, int]:
     """The entry a cited revision belongs to, if this turn may see that entry's current revision.
 
     Anything else (another agent's id, a memory this audience may not see, nonsense) is reported as
-    an unknown memory: not allowed looks exactly like missing.
+    an unknown memory: not allowed looks exactly like missing. Runs inside the verb's transaction and
+    locks the entry, so the write that follows sees the current revision this check judged.
     """
     revision_id = parse_short_id(revision_ref)
     revision = (
-        MemoryRevision.objects.filter(pk=revision_id, agent_id=turn.agent_id).select_related("entry").first()
+        MemoryRevision.objects.filter(pk=revision_id, agent_id=turn.agent_id).first()
         if revision_id is not None
         else None
     )
     if revision is None:
         raise ServiceError(f"no memory {revision_ref} in this conversation", code="unknown_memory")
-    entry = revision.entry
+    # Without the lock a concurrent amend can move the current revision between this check and the
+    # write: a visible memory cited at an older revision would be reported unknown instead of stale.
+    entry = MemoryEntry.objects.select_for_update().get(pk=revision.entry_id)
     if entry.status == EntryStatus.FORGOTTEN:
         raise ServiceError(f"memory {revision_ref} is already forgotten", code="already_forgotten")
     visible = hydrate(EligibleRevisions(perspective_for_turn(turn)), [entry.current_revision_id or 0])

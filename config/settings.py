@@ -122,8 +122,10 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/turns/"
+LOGOUT_REDIRECT_URL = "/login/"
 
 # --- REST API -------------------------------------------------------------------------------------
 # The largest request body read into memory; a bigger one answers 413 request_too_large. The default
@@ -179,6 +181,7 @@ CELERY_TASK_ALWAYS_EAGER = _env_bool("ENGRAM_TASKS_EAGER", False)
 # The periodic drain catches whatever a broker lost; notifications on commit make it prompt.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "drain-index-outbox": {"task": "memory.tasks.embed_pending", "schedule": 30.0},
+    "expire-trace-operator-fields": {"task": "memory.tasks.expire_trace_operator_fields", "schedule": 86_400.0},
 }
 
 # --- Engram ---------------------------------------------------------------------------------------
@@ -192,6 +195,9 @@ ENGRAM_EMBEDDING_THREADS = int(os.environ.get("ENGRAM_EMBEDDING_THREADS", "1"))
 ENGRAM_EMBEDDING_BATCH = int(os.environ.get("ENGRAM_EMBEDDING_BATCH", "64"))
 # Ask a worker to embed right after each write commits (the periodic drain runs regardless).
 ENGRAM_NOTIFY_INDEXER = _env_bool("ENGRAM_NOTIFY_INDEXER", True)
+# Operator-only trace fields (query text, arms, candidate and dropped ids) are nulled after this many
+# days; what the user is shown lives as long as the session it explains.
+ENGRAM_TRACE_OPERATOR_RETENTION_DAYS = int(os.environ.get("ENGRAM_TRACE_OPERATOR_RETENTION_DAYS", "30"))
 
 LOGGING = {
     "version": 1,

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
@@ -22,6 +23,7 @@ from memory.apis import (
     TurnCreateApi,
     TurnDetailApi,
 )
+from memory.views import message_detail, rejection_create, turn_detail, turn_list
 
 
 @extend_schema(exclude=True)
@@ -68,4 +70,10 @@ urlpatterns = [
         name="me-sharing-decision",
     ),
     path("api/v1/me/grants/<int:grant_id>/revoke", MyGrantRevokeApi.as_view(), name="me-grants-revoke"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("turns/", turn_list, name="engram-turns"),
+    path("turns/<int:turn_id>/", turn_detail, name="engram-turn"),
+    path("turns/<int:turn_id>/items/<int:item_id>/reject/", rejection_create, name="engram-reject"),
+    path("messages/<int:message_id>/", message_detail, name="engram-message"),
 ]

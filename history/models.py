@@ -1,7 +1,7 @@
 """Conversations, their append-only transcript, and the sessions and turns an agent runs in them.
 
 Messages are immutable in PostgreSQL: UPDATE and DELETE are refused by triggers, except on the one
-sanctioned path (deletion on request, in ``history.services``) that disables them for its own
+sanctioned path (deletion on request, ``memory.retention.conversation_delete``) that disables them for its own
 transaction. The full-text sidecar is maintained by triggers too, so no write path can forget it.
 """
 

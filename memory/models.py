@@ -608,3 +608,20 @@ class Rejection(models.Model):
         constraints = [choices_constraint("rejection_kind_valid", "kind", RejectionKind)]
         indexes = [models.Index(fields=["agent", "fingerprint"], name="rejection_fingerprint")]
         triggers = [protect_rows("append_only")]
+
+
+class RecallMiss(models.Model):
+    """A formation signal: task recalls about ``subject`` that returned nothing, counted per agent.
+
+    One row per (agent, subject), upserted by the trace write; the formation loop reads subjects
+    that keep missing as re-derivation hints ("the read path tells the write path what it should
+    have remembered").
+    """
+
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.CASCADE, related_name="+")
+    subject = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="+")
+    count = models.PositiveIntegerField(default=0)
+    last_missed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "subject"], name="recall_miss_unique_subject")]

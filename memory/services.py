@@ -25,6 +25,7 @@ from config.errors import Conflict, NotFound, Unprocessable
 from history.audience import Audience, most_restrictive
 from history.models import Conversation, Message, MessageDirection, MessageSourceEvidence, Turn
 from memory.embeddings.index import notify_indexer
+from memory.fingerprint import is_rejected
 from memory.models import (
     Authority,
     BeliefType,
@@ -37,6 +38,7 @@ from memory.models import (
     MemoryRevision,
     Operation,
     Portability,
+    RevisionConflict,
     RevisionOrigin,
 )
 
@@ -128,9 +130,14 @@ def memory_remember(
     round_number: int | None = None,
     created_by: str = RevisionOrigin.REMEMBER,
 ) -> WriteResult:
-    """Create a new entry and its revision 1. It never touches an existing entry."""
+    """Create a new entry and its revision 1. It never touches an existing entry.
+
+    A statement an end user rejected as untrue (``memory.rejections``) is refused with
+    ``rejected_belief``, whoever re-derives or imports it: a rejected belief never comes back.
+    """
     sources = _resolve_sources(agent, provenance)
     _validate_belief(agent, belief)
+    _refuse_rejected(agent, belief)
     entry = MemoryEntry.objects.create(agent=agent)
     revision = _write_revision(
         agent=agent,
@@ -202,6 +209,8 @@ def revision_amend(
     if belief == _belief_of(previous):
         raise Unprocessable("the amendment changes nothing", code="no_change")
     _validate_belief(agent, belief)
+    if (belief.body.strip(), belief.subject_id) != (previous.body, previous.subject_id):
+        _refuse_rejected(agent, belief)  # an amend must not restore a rejected statement either
     sources = [
         _Source(EvidenceKind.INHERITED_REVISION, previous.audience, parent_revision=previous),
         *_resolve_sources(agent, provenance, require_any=False),
@@ -330,6 +339,14 @@ def _validate_belief(agent: RuntimeAgent, belief: Belief) -> None:
         and not Conversation.objects.filter(pk=belief.restricted_to_conversation_id, agent=agent).exists()
     ):
         raise NotFound("conversation not found", code="conversation_not_found")
+
+
+def _refuse_rejected(agent: RuntimeAgent, belief: Belief) -> None:
+    if is_rejected(agent_id=agent.pk, body=belief.body, subject_id=belief.subject_id):
+        raise Unprocessable(
+            "this statement was rejected as untrue by the person it concerns; it is not stored again",
+            code="rejected_belief",
+        )
 
 
 def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any: bool = True) -> list[_Source]:
@@ -493,13 +510,71 @@ def _write_revision(
     return revision
 
 
+# --------------------------------------------------------------------------------------------------
+# operator review
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReviewClearResult:
+    entry: MemoryEntry
+    changed: bool
+
+
+@transaction.atomic
+def entry_review_clear(*, agent: RuntimeAgent, entry_id: int) -> ReviewClearResult:
+    """Take an entry off the review queue: ``flagged_for_review`` becomes false, so ranking stops
+    down-weighting it. Its revisions, and the rejections that flagged it, stay as they are.
+
+    Clearing an entry that is not flagged changes nothing (``changed`` false). An entry of another
+    agent answers ``NotFound``, exactly like a missing one.
+    """
+    entry = MemoryEntry.objects.select_for_update().filter(agent=agent, pk=entry_id).first()
+    if entry is None:
+        raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
+    if not entry.flagged_for_review:
+        return ReviewClearResult(entry=entry, changed=False)
+    entry.flagged_for_review = False
+    entry.save(update_fields=["flagged_for_review"])
+    return ReviewClearResult(entry=entry, changed=True)
+
+
+@dataclass(frozen=True)
+class ConflictResolveResult:
+    conflict: RevisionConflict
+    changed: bool
+
+
+@transaction.atomic
+def conflict_resolve(*, agent: RuntimeAgent, conflict_id: int) -> ConflictResolveResult:
+    """Mark a conflict between two revisions resolved (``resolved_at`` now): retrieval stops
+    returning the pair together with a ``conflicts=`` marker. Neither revision changes; an operator
+    who decides which one is true amends or forgets the other through the usual services.
+
+    Resolving a resolved conflict changes nothing (``changed`` false, the first ``resolved_at``
+    kept). A conflict of another agent answers ``NotFound``, exactly like a missing one.
+    """
+    conflict = RevisionConflict.objects.select_for_update().filter(agent=agent, pk=conflict_id).first()
+    if conflict is None:
+        raise NotFound(f"conflict {conflict_id} not found", code="conflict_not_found")
+    if conflict.resolved_at is not None:
+        return ConflictResolveResult(conflict=conflict, changed=False)
+    conflict.resolved_at = timezone.now()
+    conflict.save(update_fields=["resolved_at"])
+    return ConflictResolveResult(conflict=conflict, changed=True)
+
+
 __all__ = [
     "KEEP",
     "Belief",
+    "ConflictResolveResult",
     "ForgetResult",
     "Provenance",
+    "ReviewClearResult",
     "WriteResult",
+    "conflict_resolve",
     "entry_forget",
+    "entry_review_clear",
     "memory_remember",
     "revision_amend",
 ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.db import DatabaseError
 
 from memory.embeddings.index import drain_outbox, pending_count, record_failure
+from memory.retention import trace_operator_fields_expire
 
 log = logging.getLogger(__name__)
 
@@ -31,3 +33,15 @@ def embed_pending(self) -> int:  # type: ignore[no-untyped-def]
     if pending_count():
         embed_pending.delay()
     return total
+
+
+@shared_task(
+    name="memory.tasks.expire_trace_operator_fields",
+    autoretry_for=(DatabaseError,),
+    retry_backoff=True,
+    max_retries=5,
+    ignore_result=True,
+)
+def expire_trace_operator_fields() -> int:
+    """Null the operator-only fields of traces past ``ENGRAM_TRACE_OPERATOR_RETENTION_DAYS`` (daily)."""
+    return trace_operator_fields_expire()

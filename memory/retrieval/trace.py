@@ -4,6 +4,9 @@ The ``RecallTrace`` with its items and the operator ``RetrievalEvent`` are writt
 transaction; if either write fails the recall fails, so no context reaches a model unaudited.
 A trace can be re-rendered from its own rows (``rerender``): the items, the labels they were shown
 with and the correction lines reproduce ``rendered_sha256``, which is what makes it trustworthy.
+
+A task recall for a non-empty query that returned nothing counts a ``RecallMiss`` for the
+requester in the same transaction: repeated misses are a formation signal.
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from config.audit import audit_digest
 from history.models import Session, Turn
 from memory.models import MemoryRevision, RecallTrace, RecallTraceItem, RetrievalEvent
 from memory.retrieval.candidates import Candidate
 from memory.retrieval.eligibility import Perspective
+from memory.retrieval.query import RecallQuery
 from memory.retrieval.render import Labels, render_block, render_line
 
 
@@ -107,7 +112,21 @@ def record(
         degradation=degradation,
         withheld_unknown_count=withheld_unknown,
     )
+    if profile == "task" and perspective.requester_id is not None and not items and not RecallQuery(query_text).empty:
+        _record_miss(agent_id=perspective.agent_id, subject_id=perspective.requester_id)
     return trace
+
+
+def _record_miss(*, agent_id: int, subject_id: int) -> None:
+    """Count a task recall about ``subject_id`` that returned nothing: one upsert, so concurrent misses
+    for the same subject add up instead of racing."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memory_recallmiss (agent_id, subject_id, count, last_missed_at) VALUES (%s, %s, 1, %s)"
+            " ON CONFLICT (agent_id, subject_id) DO UPDATE"
+            " SET count = memory_recallmiss.count + 1, last_missed_at = EXCLUDED.last_missed_at",
+            [agent_id, subject_id, timezone.now()],
+        )
 
 
 def rerender(trace: RecallTrace) -> str:

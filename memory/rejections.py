@@ -1,0 +1,181 @@
+"""The end user's correction path: a typed rejection of one belief they were shown in a turn.
+
+Every item on the turn page carries its revision id, so "this is wrong" names exactly one belief; the
+user says *what* is wrong, and each kind is a different write through the ordinary services:
+
+- **Not true** retires the belief (``entry_forget``); every revision and its evidence are kept.
+- **Was true, has changed** supersedes it with the user's correction (``revision_amend``): the
+  correction becomes the body, user-stated, valid from now, created by ``user_correction``.
+- **True elsewhere, not here** corrects scope and portability; it retires nothing (see
+  :func:`rejection_record` for exactly what it changes).
+- **Something's wrong** flags the entry for operator review and lowers its utility; it changes no
+  revision, because retiring on an ambiguous signal destroys information.
+
+Each rejection is a durable, append-only ``Rejection`` event with the belief's fingerprint
+(:mod:`memory.fingerprint`). "Not true" and "has changed" are replayed by every later write: the
+services refuse to store that statement about that subject again (``rejected_belief``), and a
+reindex cannot revive it because eligibility reads canonical rows, not the index.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from config.errors import Conflict, Unprocessable
+from history.models import Conversation, Message
+from memory.fingerprint import revision_fingerprint
+from memory.models import (
+    Authority,
+    EntryStatus,
+    Lifecycle,
+    MemoryEntry,
+    MemoryRevision,
+    Portability,
+    Rejection,
+    RejectionKind,
+    RevisionOrigin,
+)
+from memory.selectors import source_messages, trace_conversation, visible_trace_item
+from memory.services import Provenance, entry_forget, revision_amend
+
+#: How much "something's wrong" lowers an entry's utility: the weight of one citation.
+WRONG_UTILITY_PENALTY = 1.0
+MAX_CORRECTION_LENGTH = 2_000
+
+
+@transaction.atomic
+def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, correction: str = "") -> Rejection:
+    """Record the user's rejection of one traced belief and apply it; return the committed event.
+
+    The user must be able to see that item on a turn page (a conversation they could read, within
+    both ceilings, not withheld), else ``NotFound``, exactly as for a missing item. The rejection
+    applies to the belief as it stands: if the entry was retired or has a newer revision since the
+    turn, it raises ``Conflict`` and writes nothing (the page shows what changed instead).
+
+    *True elsewhere, not here* ("here" is the conversation the item was recalled in):
+
+    - a belief **carried** in from another project (and not already ``local``) becomes ``local``:
+      it stays at home in its origin project and appears elsewhere only when its subject is named;
+    - otherwise (learned in this project, no project, or already local and carried only because its
+      subject was named) it is **restricted to the conversation it was learned in**, the narrowest
+      "elsewhere" the store can name: it stays true there and appears nowhere else;
+    - a belief learned in this very conversation has no elsewhere to keep it in: ``Unprocessable``
+      (``nowhere_else``); "was true, has changed" or "something's wrong" say what is meant.
+
+    Corrections keep the belief's source audience (the new revision inherits the old one), so a
+    correction is disclosed exactly where the belief it replaces was, never further.
+    """
+    if kind not in RejectionKind.values:
+        raise Unprocessable(f"unknown rejection kind {kind!r}", code="invalid_kind")
+    correction = correction.strip()
+    if kind == RejectionKind.CHANGED and not correction:
+        raise Unprocessable("say what is true now", code="correction_required")
+    if len(correction) > MAX_CORRECTION_LENGTH:
+        raise Unprocessable(f"a correction has at most {MAX_CORRECTION_LENGTH} characters", code="too_long")
+    if kind != RejectionKind.CHANGED:
+        correction = ""
+
+    item = visible_trace_item(user, trace_item_id)
+    revision = item.revision
+    # Lock the entry row alone: a join here would lock the agent row too, serialising unrelated writes.
+    entry = MemoryEntry.objects.select_for_update().get(pk=item.entry_id)
+    if entry.status == EntryStatus.FORGOTTEN:
+        raise Conflict(f"memory {revision.short_id} was already retired", code="memory_forgotten")
+    if entry.current_revision_id != revision.pk:
+        raise Conflict(
+            f"memory {revision.short_id} has changed since this turn",
+            code="memory_changed",
+            detail={"current_id": f"m:{entry.current_revision_id or 0:08x}"},
+        )
+
+    agent = entry.agent
+    resulting: MemoryRevision | None = None
+    now = timezone.now()
+    if kind == RejectionKind.NOT_TRUE:
+        entry_forget(agent=agent, entry_id=entry.pk)
+    elif kind == RejectionKind.CHANGED:
+        resulting = revision_amend(
+            agent=agent,
+            entry_id=entry.pk,
+            expected_revision_id=revision.pk,
+            provenance=Provenance(),
+            body=correction,
+            changes={
+                "authority": Authority.USER_STATED,
+                "lifecycle": Lifecycle.ACTIVE,
+                "valid_from": now,
+                "valid_to": _still_open(revision.valid_to, now),
+            },
+            created_by=RevisionOrigin.USER_CORRECTION,
+        ).revision
+    elif kind == RejectionKind.NOT_HERE:
+        here = trace_conversation(item.trace)
+        assert here is not None  # visible items always come from a conversation's trace
+        resulting = revision_amend(
+            agent=agent,
+            entry_id=entry.pk,
+            expected_revision_id=revision.pk,
+            provenance=Provenance(),
+            changes=_not_here_changes(revision, carried=item.carried, here=here),
+            created_by=RevisionOrigin.USER_CORRECTION,
+        ).revision
+    else:
+        MemoryEntry.objects.filter(pk=entry.pk).update(
+            flagged_for_review=True, utility=F("utility") - WRONG_UTILITY_PENALTY
+        )
+
+    return Rejection.objects.create(
+        agent=agent,
+        user_id=user.pk,
+        trace_item=item,
+        revision=revision,
+        kind=kind,
+        correction=correction,
+        origin_scope=revision.origin_scope,
+        fingerprint=revision_fingerprint(revision),
+        resulting_revision=resulting,
+    )
+
+
+def _still_open(valid_to: datetime | None, now: datetime) -> datetime | None:
+    """A correction valid from now keeps the old end of validity only if that is still ahead."""
+    return valid_to if valid_to is not None and valid_to > now else None
+
+
+def _not_here_changes(revision: MemoryRevision, *, carried: bool, here: Conversation) -> dict[str, object]:
+    if carried and revision.portability != Portability.LOCAL:
+        return {"portability": Portability.LOCAL}
+    message_id = source_messages([revision]).get(revision.pk)
+    home = (
+        Message.objects.filter(pk=message_id).values_list("conversation_id", flat=True).first()
+        if message_id is not None
+        else None
+    )
+    if home is None or home == here.pk:
+        raise Unprocessable(
+            "this memory was learned in this conversation; there is no elsewhere to keep it",
+            code="nowhere_else",
+        )
+    return {"restricted_to_conversation_id": home}
+
+
+def rejection_summary(rejection: Rejection) -> str:
+    """One sentence naming what committed, for the page that made the rejection."""
+    old = f"[{rejection.revision.short_id}]"
+    new = f"[{rejection.resulting_revision.short_id}]" if rejection.resulting_revision is not None else ""
+    if rejection.kind == RejectionKind.NOT_TRUE:
+        return f"Retired {old}: the agent will not recall it again, and will not re-learn it."
+    if rejection.kind == RejectionKind.CHANGED:
+        return f"Corrected {old}: superseded by {new}, valid from now."
+    if rejection.kind == RejectionKind.NOT_HERE:
+        assert rejection.resulting_revision is not None
+        if rejection.resulting_revision.restricted_to_conversation_id is not None:
+            return f"Scoped {old}: now {new}, kept only in the conversation where it was learned."
+        origin = rejection.origin_scope or "its own project"
+        return f"Scoped {old}: now {new}, local to {origin}; it no longer carries into other projects."
+    return f"Flagged {old} for review: it ranks lower until an operator looks at it. Nothing was retired."

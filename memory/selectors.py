@@ -1,0 +1,374 @@
+"""Reads for the end user's surface, "what did you know when you said that".
+
+A logged-in user *could read* a conversation when one of their linked actors (``UserActor``) is a
+reader of its ``members`` or ``external`` audience, is an actor on the connector of its
+``workspace`` audience, or the audience is ``public`` (within a tenant the user has an actor in:
+one tenant's public threads are not another tenant's users' turns). Turns, traces and messages of
+any other conversation answer :class:`NotFound`, exactly like missing ones.
+
+Inside a readable turn, a traced item is shown only if it passes the stricter of two ceilings:
+
+- the recall's own ceiling, the trace's destination audience (true when traced; re-checked so that a
+  grant revoked or an identity link undone since then hides the item rather than leaks it), and
+- the viewer's ceiling: a direct conversation with the viewer, ``members(namespace, [actor])``, for
+  each of the viewer's actors on the agent's connectors; the item must reach at least one of them.
+
+Both are decided in SQL with the disclosure fragment of :mod:`memory.retrieval.eligibility`
+(``engram_audience_allows`` or a live sharing grant; unknown and mixed provenance reach nobody),
+never re-implemented here. Items withheld by the safety scan are never shown. Whatever is not shown
+is counted, never described: the page says how many further items were considered and how many
+the safety scan withheld, never their ids or text, and nothing of scores, ranks or candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
+from django.db.models import Q, QuerySet
+
+from accounts.models import Actor
+from config.errors import NotFound
+from history.audience import Audience, AudienceKind
+from history.models import Conversation, Message, Turn
+from memory.models import (
+    Authority,
+    EntryStatus,
+    EvidenceKind,
+    MemoryEvidence,
+    MemoryRevision,
+    RecallMoment,
+    RecallTrace,
+    RecallTraceItem,
+    Rejection,
+    short_id,
+)
+from memory.retrieval.eligibility import EligibleRevisions, linked_readers_for
+
+Viewer = AbstractBaseUser | AnonymousUser
+
+#: How far back through ``supersedes`` a revision's source message is looked for (amendments and
+#: corrections inherit the message the belief was first stated in).
+SOURCE_WALK_LIMIT = 32
+
+MOMENT_ORDER = {
+    RecallMoment.SNAPSHOT: 0,
+    RecallMoment.CHILD: 0,
+    RecallMoment.IN_TURN: 1,
+    RecallMoment.TOOL: 2,
+    RecallMoment.PREVIEW: 3,
+}
+MOMENT_NOTES = {
+    RecallMoment.SNAPSHOT: "Recalled once when the session opened and kept in front of the agent for every turn.",
+    RecallMoment.CHILD: "Recalled when this child run started.",
+    RecallMoment.IN_TURN: "Recalled for your message, just before the agent answered.",
+    RecallMoment.TOOL: "Looked up by the agent itself while answering.",
+    RecallMoment.PREVIEW: "An operator preview.",
+}
+AUTHORITY_TEXT = {
+    Authority.USER_STATED: "user-stated",
+    Authority.AFFIRMED: "affirmed",
+    Authority.INFERRED: "inferred",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# who may read what
+# --------------------------------------------------------------------------------------------------
+
+
+def viewer_actors(user: Viewer) -> list[Actor]:
+    """The actors an end user is, with their connectors (for namespaces)."""
+    if not user.is_authenticated:
+        return []
+    return list(Actor.objects.filter(user_links__user_id=user.pk).select_related("connector").order_by("pk"))
+
+
+def readable_conversations(user: Viewer) -> QuerySet[Conversation]:
+    actors = viewer_actors(user)
+    if not actors:
+        return Conversation.objects.none()
+    actor_ids = [a.pk for a in actors]
+    return Conversation.objects.filter(
+        Q(audience_kind__in=[AudienceKind.MEMBERS, AudienceKind.EXTERNAL], audience_readers__overlap=actor_ids)
+        | Q(audience_kind=AudienceKind.WORKSPACE, connector_id__in={a.connector_id for a in actors})
+        | Q(audience_kind=AudienceKind.PUBLIC, agent__tenant_id__in={a.tenant_id for a in actors})
+    )
+
+
+def turns_for_viewer(user: Viewer) -> QuerySet[Turn]:
+    """The user's turns, newest first: every turn of a conversation they could read."""
+    return (
+        Turn.objects.filter(session__conversation__in=readable_conversations(user))
+        .select_related("session__conversation", "inbound_message__actor", "requester")
+        .order_by("-created_at", "-id")
+    )
+
+
+def turn_for_viewer(user: Viewer, turn_id: int) -> Turn:
+    turn = turns_for_viewer(user).select_related("reply").filter(pk=turn_id).first()
+    if turn is None:
+        raise NotFound("turn not found", code="turn_not_found")
+    return turn
+
+
+def message_for_viewer(user: Viewer, message_id: int) -> Message:
+    message = (
+        Message.objects.filter(pk=message_id, conversation__in=readable_conversations(user))
+        .select_related("conversation", "actor")
+        .first()
+    )
+    if message is None:
+        raise NotFound("message not found", code="message_not_found")
+    return message
+
+
+def _viewer_destinations(user: Viewer, agent_id: int) -> list[tuple[Audience, tuple[int, ...]]]:
+    """The viewer's ceiling on one agent: a DM with each of their actors there, and its identity links."""
+    destinations = []
+    for actor in viewer_actors(user):
+        if actor.connector.agent_id != agent_id:
+            continue
+        audience = Audience.members(actor.connector.namespace, [actor.pk])
+        destinations.append((audience, linked_readers_for(agent_id, audience)))
+    return destinations
+
+
+def _disclosure(prefix: str) -> str:
+    """The eligibility module's "audience or live grant" predicate over ``r``, for destination ``prefix``."""
+    return EligibleRevisions._audience_or_grant().replace("%(el_d_", f"%({prefix}_d_")
+
+
+def _destination_params(prefix: str, audience: Audience, linked: Iterable[int]) -> dict[str, Any]:
+    return {
+        f"{prefix}_d_kind": str(audience.kind),
+        f"{prefix}_d_namespace": audience.namespace,
+        f"{prefix}_d_readers": list(audience.readers),
+        f"{prefix}_d_linked": list(linked),
+    }
+
+
+def items_within_ceilings(user: Viewer, trace: RecallTrace) -> set[int]:
+    """Ids of ``trace``'s items this viewer may see: not blocked, and disclosable both to the recall's
+    destination and to the viewer's own ceiling."""
+    destinations = _viewer_destinations(user, trace.agent_id)
+    if not destinations:
+        return set()
+    recall_audience = trace.audience
+    params: dict[str, Any] = {
+        "el_agent": trace.agent_id,
+        "trace": trace.pk,
+        **_destination_params("rc", recall_audience, linked_readers_for(trace.agent_id, recall_audience)),
+    }
+    viewer_terms = []
+    for n, (audience, linked) in enumerate(destinations):
+        viewer_terms.append(_disclosure(f"v{n}"))
+        params.update(_destination_params(f"v{n}", audience, linked))
+    sql = (
+        "SELECT i.id FROM memory_recalltraceitem i JOIN memory_memoryrevision r ON r.id = i.revision_id"
+        " WHERE i.trace_id = %(trace)s AND r.agent_id = %(el_agent)s AND i.blocked_reason = ''"
+        f" AND {_disclosure('rc')} AND ({' OR '.join(viewer_terms)})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def trace_conversation(trace: RecallTrace) -> Conversation | None:
+    """The conversation a trace was recalled for (None for operator previews, which have no session)."""
+    session_id = trace.session_id
+    if session_id is None and trace.turn_id is not None:
+        session_id = Turn.objects.filter(pk=trace.turn_id).values_list("session_id", flat=True).first()
+    if session_id is None:
+        return None
+    return Conversation.objects.filter(sessions__pk=session_id).first()
+
+
+def visible_trace_item(user: Viewer, trace_item_id: int) -> RecallTraceItem:
+    """One traced item this viewer may see (readable conversation, within both ceilings), or NotFound."""
+    item = RecallTraceItem.objects.filter(pk=trace_item_id).select_related("trace", "revision", "entry").first()
+    if item is None:
+        raise NotFound("item not found", code="item_not_found")
+    conversation = trace_conversation(item.trace)
+    if conversation is None or not readable_conversations(user).filter(pk=conversation.pk).exists():
+        raise NotFound("item not found", code="item_not_found")
+    if item.pk not in items_within_ceilings(user, item.trace):
+        raise NotFound("item not found", code="item_not_found")
+    return item
+
+
+# --------------------------------------------------------------------------------------------------
+# the turn page
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShownItem:
+    """One traced belief as the user sees it. No score, rank, reason or candidate data."""
+
+    item_id: int
+    revision_id: int
+    short_id: str
+    statement: str
+    subject: str | None
+    source: str | None
+    recorded_at: datetime
+    valid_from: datetime
+    origin_scope: str
+    carried: bool
+    authority: str
+    band: str
+    used: bool
+    source_message_id: int | None
+    source_message_readable: bool
+    #: "current", "changed" (a later revision replaced it) or "retired" (forgotten).
+    state: str
+    successor: str | None
+    rejections: list[Rejection] = field(default_factory=list)
+
+    @property
+    def actionable(self) -> bool:
+        return self.state == "current"
+
+
+@dataclass(frozen=True)
+class TraceView:
+    trace_id: int
+    moment: str
+    moment_label: str
+    moment_note: str
+    created_at: datetime
+    items: list[ShownItem]
+    #: Considered for this recall and not shown here (lost the ranking, over budget, withheld, or above
+    #: the stricter ceiling): a count only.
+    not_shown: int
+    blocked: int
+
+
+@dataclass(frozen=True)
+class TurnExplanation:
+    turn: Turn
+    conversation: Conversation
+    inbound: Message
+    reply: Message | None
+    traces: list[TraceView]
+
+
+def turn_traces(turn: Turn) -> list[RecallTrace]:
+    """What was in front of the model for this turn: the session's snapshot, then the turn's recalls."""
+    traces = RecallTrace.objects.filter(
+        Q(turn=turn) | Q(session_id=turn.session_id, moment__in=[RecallMoment.SNAPSHOT, RecallMoment.CHILD])
+    )
+    return sorted(traces, key=lambda t: (MOMENT_ORDER.get(RecallMoment(t.moment), 9), t.pk))
+
+
+def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
+    """Everything the turn page shows; ``turn`` must come from :func:`turn_for_viewer`."""
+    conversation = turn.session.conversation
+    reply = turn.reply
+    cited = set(reply.cited_revision_ids) if reply is not None else set()
+    traces = turn_traces(turn)
+    visible = {trace.pk: items_within_ceilings(user, trace) for trace in traces}
+    item_ids = sorted(set().union(*visible.values())) if visible else []
+    items = list(
+        RecallTraceItem.objects.filter(pk__in=item_ids)
+        .select_related("revision__subject", "revision__source_actor", "entry")
+        .order_by("trace_id", "position")
+    )
+    sources = source_messages([i.revision for i in items])
+    readable = set(
+        Message.objects.filter(pk__in=set(sources.values()), conversation__in=readable_conversations(user)).values_list(
+            "pk", flat=True
+        )
+    )
+    rejections: dict[int, list[Rejection]] = {}
+    if user.is_authenticated:
+        for rejection in (
+            Rejection.objects.filter(trace_item_id__in=item_ids, user_id=user.pk)
+            .select_related("resulting_revision")
+            .order_by("id")
+        ):
+            rejections.setdefault(rejection.trace_item_id or 0, []).append(rejection)
+    by_trace: dict[int, list[ShownItem]] = {}
+    for item in items:
+        revision = item.revision
+        entry = item.entry
+        if entry.status == EntryStatus.FORGOTTEN:
+            state, successor = "retired", None
+        elif entry.current_revision_id != revision.pk:
+            state, successor = "changed", short_id(entry.current_revision_id or 0)
+        else:
+            state, successor = "current", None
+        source_message = sources.get(revision.pk)
+        by_trace.setdefault(item.trace_id, []).append(
+            ShownItem(
+                item_id=item.pk,
+                revision_id=revision.pk,
+                short_id=short_id(revision.pk),
+                statement=revision.body,
+                # Labels from the actor rows as they are now: a rename shows, stored text never changes.
+                subject=revision.subject.label if revision.subject is not None else None,
+                source=revision.source_actor.label
+                if revision.source_actor is not None and revision.source_actor_id != revision.subject_id
+                else None,
+                recorded_at=revision.recorded_at,
+                valid_from=revision.valid_from,
+                origin_scope=revision.origin_scope,
+                carried=item.carried,
+                authority=AUTHORITY_TEXT.get(Authority(revision.authority), revision.authority),
+                band=item.band,
+                used=revision.pk in cited,
+                source_message_id=source_message,
+                source_message_readable=source_message in readable,
+                state=state,
+                successor=successor,
+                rejections=rejections.get(item.pk, []),
+            )
+        )
+    views = []
+    for trace in traces:
+        shown = by_trace.get(trace.pk, [])
+        moment = RecallMoment(trace.moment)
+        views.append(
+            TraceView(
+                trace_id=trace.pk,
+                moment=trace.moment,
+                moment_label=moment.label,
+                moment_note=MOMENT_NOTES.get(moment, ""),
+                created_at=trace.created_at,
+                items=shown,
+                not_shown=max(0, trace.considered_count - len(shown)),
+                blocked=trace.blocked_count,
+            )
+        )
+    return TurnExplanation(
+        turn=turn, conversation=conversation, inbound=turn.inbound_message, reply=reply, traces=views
+    )
+
+
+def source_messages(revisions: Sequence[MemoryRevision]) -> dict[int, int]:
+    """Revision id -> the message the belief was stated in (following amendments back to it)."""
+    result: dict[int, int] = {}
+    pending = {r.pk: r.pk for r in revisions}  # revision being resolved -> revision to look at
+    for _ in range(SOURCE_WALK_LIMIT):
+        if not pending:
+            break
+        found = dict(
+            MemoryEvidence.objects.filter(revision_id__in=set(pending.values()), kind=EvidenceKind.SOURCE_MESSAGE)
+            .order_by("revision_id", "message_id")
+            .values_list("revision_id", "message_id")
+            .distinct("revision_id")
+        )
+        parents = dict(MemoryRevision.objects.filter(pk__in=set(pending.values())).values_list("pk", "supersedes_id"))
+        next_pending = {}
+        for origin, looking_at in pending.items():
+            if looking_at in found:
+                result[origin] = found[looking_at]
+            elif parents.get(looking_at) is not None:
+                next_pending[origin] = parents[looking_at]
+        pending = next_pending
+    return result

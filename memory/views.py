@@ -1,0 +1,97 @@
+"""The end user's pages: their turns, "what did you know" for one turn, and the rejection flow.
+
+Server-rendered and usable without JavaScript. Views are thin: they resolve the viewer's objects
+through :mod:`memory.selectors` (a turn, message or item the viewer may not see is a 404, exactly like
+a missing one), call :func:`memory.rejections.rejection_record` for writes, and render.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from config.errors import NotFound, ServiceError
+from memory.models import RecallTraceItem, RejectionKind
+from memory.rejections import MAX_CORRECTION_LENGTH, rejection_record, rejection_summary
+from memory.selectors import message_for_viewer, turn_explanation, turn_for_viewer, turn_traces, turns_for_viewer
+
+TURNS_PER_PAGE = 20
+
+
+class RejectionForm(forms.Form):
+    kind = forms.ChoiceField(choices=RejectionKind.choices)
+    correction = forms.CharField(required=False, max_length=MAX_CORRECTION_LENGTH, strip=True)
+
+
+def _user(request: HttpRequest) -> AbstractBaseUser:
+    user = request.user
+    assert isinstance(user, AbstractBaseUser)  # every view here is behind login_required
+    return user
+
+
+@require_GET
+@login_required
+def turn_list(request: HttpRequest) -> HttpResponse:
+    page = Paginator(turns_for_viewer(_user(request)), TURNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "engram/turn_list.html", {"page": page})
+
+
+@require_GET
+@login_required
+def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
+    user = _user(request)
+    try:
+        turn = turn_for_viewer(user, turn_id)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    return render(request, "engram/turn_detail.html", {"explanation": turn_explanation(user, turn)})
+
+
+@require_POST
+@login_required
+def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpResponse:
+    """Apply one rejection kind to one item of this turn's page, then show the page again (POST,
+    redirect, GET) with what committed, or why nothing did."""
+    user = _user(request)
+    try:
+        turn = turn_for_viewer(user, turn_id)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    if not RecallTraceItem.objects.filter(pk=item_id, trace__in=turn_traces(turn)).exists():
+        raise Http404("item not found")
+    target = reverse("engram-turn", args=[turn.pk]) + f"#item-{item_id}"
+    form = RejectionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That correction could not be read; nothing was changed.")
+        return HttpResponseRedirect(target)
+    try:
+        rejection = rejection_record(
+            user=user,
+            trace_item_id=item_id,
+            kind=form.cleaned_data["kind"],
+            correction=form.cleaned_data["correction"],
+        )
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    except ServiceError as refused:
+        messages.error(request, f"Nothing was changed: {refused.message}.")
+    else:
+        messages.success(request, rejection_summary(rejection))
+    return HttpResponseRedirect(target)
+
+
+@require_GET
+@login_required
+def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
+    try:
+        message = message_for_viewer(_user(request), message_id)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    return render(request, "engram/message_detail.html", {"message": message})

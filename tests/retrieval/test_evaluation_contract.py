@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accounts.services import actor_rename
-from memory.models import MemoryRevision
+from memory.models import MemoryRevision, RecallTrace
 from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery, form_query
@@ -114,6 +114,9 @@ def test_an_amended_memory_exposes_only_its_current_revision(ws: Workspace) -> N
 
     assert revision_ids(result) == [second.pk]
     assert "Drives a Civic." not in result.rendered
+    # Eligibility itself excludes it: the old revision is not even a candidate (collapse would also
+    # drop it beside its successor, but that is a second line of defence, not the rule).
+    assert first.pk not in RecallTrace.objects.get(pk=result.trace_id).candidate_ids
 
 
 def test_an_actor_rename_changes_rendering_without_rewriting_memory_text(ws: Workspace) -> None:

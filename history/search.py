@@ -5,11 +5,17 @@ every neighbour comes from :class:`memory.retrieval.eligibility.EligibleMessages
 conversation, source evidence, audience, lineage), decided in SQL before anything is ranked. The
 sidecar only narrows the scan; text is hydrated from ``history_message`` after authorization.
 
-Query words are OR'd (``engram_search_query``) and ranked by ``ts_rank_cd``; structural filters
-(actor, conversation, connector, time range) only narrow, and an actor filter that does not resolve in
-the perspective returns nothing. Ranking adds recency, same actor, same conversation, a small boost
-for rooms the requester spoke in, and a demotion of the window the turn already loaded. The message
-being answered and the loaded window are excluded. Every search, empty or not, writes a
+Query words are OR'd (``engram_search_query``) and ranked by ``ts_rank``; the semantic arm (a
+provider) proposes candidates beside it and the two are fused by reciprocal rank. People the query
+names (resolved through the perspective's own actors, as the actor filter is) are matched as the
+authors of messages rather than as words. Structural filters (actor, conversation, connector, time
+range) only narrow, and an actor filter that does not resolve in the perspective returns nothing.
+Ranking (history@2) adds: authorship by a named person; exchange context (the best match among a
+message's eligible neighbours, since a question and its answer are adjacent and often only one
+shares the query's words); recency, same actor, same conversation, a small boost for rooms the
+requester spoke in, and a demotion of the window the turn already loaded. Context is computed over
+the pool and one bounded neighbour query through the same eligible set: it reorders, never adds. The
+message being answered and the loaded window are excluded. Every search, empty or not, writes a
 ``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed
 each match; if that write fails the search fails. Results join the turn's evidence.
 """
@@ -17,14 +23,16 @@ each match; if that write fails the search fails. Results join the turn's eviden
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
 from django.db import connection, transaction
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Actor, IdentityLink
@@ -34,8 +42,9 @@ from history.models import ConversationSearchEvent, Turn
 from memory.embeddings.search import semantic_providers
 from memory.retrieval.eligibility import EligibleMessages, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
+from memory.retrieval.query import FUNCTION_WORDS, WORD, content_terms, named_actor_ids
 
-POLICY_VERSION = "history@1"
+POLICY_VERSION = "history@2"
 DEFAULT_LIMIT, MAX_LIMIT = 8, 20
 NEIGHBOURS = 2
 #: Each hit can bring up to 2 + 2 neighbours: five messages of evidence.
@@ -51,12 +60,26 @@ RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
 CURRENT_WINDOW = 30
 RRF_K = 60
+#: How the sidecar ranks matches. ``ts_rank`` (frequency) rather than ``ts_rank_cd`` (cover density):
+#: the query's words are OR'd, and cover density rewarded long messages that repeat one common word.
+LEXICAL_RANK = "ts_rank(d.tsv, q.q)"
+#: The audit's exclusion rules, in the order the first rule that removed a match is attributed.
+EXCLUSION_RULES = ("already_in_context", "no_evidence", "audience", "lineage")
+#: How many of the strongest matches have their neighbours looked up (one batched query).
+CONTEXT_SOURCES = 50
+#: Neighbours further apart than this are not one exchange.
+EXCHANGE_GAP = timedelta(hours=6)
 
-#: history@1 weights. The fused match dominates (rank 1 -> 1.0, rank 10 -> 0.87 under RRF); the other
-#: features only break near-ties, so a boost can lift a match a few ranks, never past clearly better
-#: matches. The demotion applies only to the recent window of the turn's own conversation.
+#: history@2 weights. The fused match leads (first in both arms -> 1.0; first in one arm -> 0.5). A
+#: named author (0.30) and exchange context (0.20 x the neighbour's match) can lift a weaker match past
+#: stronger ones by others or out of context, which is what a question about a person or an exchange
+#: needs; the remaining features only break near-ties. The demotion applies only to the recent window
+#: of the turn's own conversation. Tuned leave-one-conversation-out on a public benchmark, with every
+#: feature kept general (authorship, adjacency) rather than fitted to its data.
 WEIGHTS = {
     "match": 1.00,
+    "named": 0.30,
+    "context": 0.20,
     "recency": 0.04,
     "same_actor": 0.03,
     "same_conversation": 0.03,
@@ -140,11 +163,14 @@ def search_history(
     turn: Turn | None = None,
     exclude_message_ids: Iterable[int] = (),
     providers: Sequence[MessageCandidateProvider] | None = None,
+    lexical: bool = True,
 ) -> HistoryResult:
     """Search the perspective's eligible transcript. With a turn, results join its evidence.
 
     ``providers`` None means the configured semantic arm (or lexical only, with the reason recorded);
-    ``()`` means lexical only.
+    ``()`` means lexical only. ``lexical=False`` leaves the sidecar arm out (the provider arms alone
+    propose candidates, e.g. to measure them); eligibility, exclusions and filters are unchanged, and
+    the exclusion counts, which describe the lexical scan, are then all zero.
     """
     unavailable = ""
     if providers is None:
@@ -174,15 +200,20 @@ def search_history(
         **filters.params,
     }
     structural = filters.sql
-    pool, counts = _pool_and_counts(eligible, structural, params)
-    ranks: dict[str, dict[int, int]] = {"lexical": {}}
+    named = named_actors(perspective, query.text)
+    text = match_text(query.text, named)
+    ranks: dict[str, dict[int, int]] = {}
     rows: dict[int, tuple[Any, ...]] = {}
-    for rank, row in enumerate(pool, start=1):
-        ranks["lexical"][row[0]] = rank
-        rows[row[0]] = row
+    counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
+    if lexical:
+        pool, counts = _pool_and_counts(eligible, structural, {**params, "q_text": text})
+        ranks["lexical"] = {}
+        for rank, row in enumerate(pool, start=1):
+            ranks["lexical"][row[0]] = rank
+            rows[row[0]] = row
     outcome = run_providers(
         [
-            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, query.text, CANDIDATE_CAP))
+            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, text, CANDIDATE_CAP))
             for p in providers
         ],
         cap=CANDIDATE_CAP,
@@ -195,33 +226,122 @@ def search_history(
         if hit.target_id in rows:
             arm = ranks.setdefault(hit.arm, {})
             arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
-    relevance_arms = ["lexical", *(p.name for p in providers)]
-    best_possible = len(relevance_arms) / (RRF_K + 1)
-    spoke_in = _conversations_spoken_in(perspective.agent_id, requester_ids, {row[1] for row in rows.values()})
-    window = _current_window(turn)
-    now = timezone.now()
-    scored = []
-    for message_id, conversation_id, actor_id, created_at in rows.values():
-        fused = sum(
-            1 / (RRF_K + ranks.get(arm, {})[message_id]) for arm in relevance_arms if message_id in ranks.get(arm, {})
+    relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers)]
+    candidates = {
+        message_id: Candidate(
+            message_id=message_id,
+            conversation_id=conversation_id,
+            actor_id=actor_id,
+            created_at=created_at,
+            match=fused_match(message_id, ranks, relevance_arms),
         )
-        features = {
-            "match": fused / best_possible,
-            "recency": math.exp(-max(0.0, (now - created_at).total_seconds()) / 86_400 / RECENCY_DAYS),
-            "same_actor": 1.0 if actor_id in requester_ids else 0.0,
-            "same_conversation": 1.0 if conversation_id == perspective.conversation_id else 0.0,
-            "requester_spoke": 1.0 if conversation_id in spoke_in else 0.0,
-            "current_window": 1.0 if message_id in window else 0.0,
-        }
-        score = sum(WEIGHTS[name] * value for name, value in features.items())
-        scored.append((round(score, 6), message_id, {k: round(v, 4) for k, v in features.items()}))
-    scored.sort(key=lambda item: (-item[0], item[1]))
+        for message_id, conversation_id, actor_id, created_at in rows.values()
+    }
+    # Exchange context: which pool members are adjacent, in the eligible transcript, to the strongest
+    # matches (one bounded query). Context only reorders the pool; it never adds a message to it.
+    neighbours: dict[int, list[int]] = {}
+    for source_id, message_id in _neighbours(eligible, structural, params, context_sources(candidates.values())):
+        if message_id in candidates:
+            neighbours.setdefault(source_id, []).append(message_id)
+    signals = Signals(
+        requester_ids=frozenset(requester_ids),
+        named_ids=frozenset(named),
+        spoke_in=frozenset(
+            _conversations_spoken_in(
+                perspective.agent_id, requester_ids, {c.conversation_id for c in candidates.values()}
+            )
+        ),
+        window=frozenset(_current_window(turn)),
+        conversation_id=perspective.conversation_id,
+        now=timezone.now(),
+        neighbours={source: tuple(ids) for source, ids in neighbours.items()},
+    )
+    scored = score_candidates(list(candidates.values()), signals)
     chosen = scored[:limit]
-    counts["below_cutoff"] = max(0, counts.get("eligible", 0) - len(chosen))
+    eligible_count = counts.get("eligible", 0) if lexical else len(candidates)
+    counts["below_cutoff"] = max(0, eligible_count - len(chosen))
     counts.pop("eligible", None)
     hits = _hydrate(eligible, params, chosen, budget=remaining)
     degradation = ",".join(d for d in (unavailable, outcome.degradation) if d)
     return _finish(perspective, query, turn, filters, hits, counts, degradation=degradation)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pool member (eligible, filtered, not excluded, proposed by an arm) and its fused relevance."""
+
+    message_id: int
+    conversation_id: int
+    actor_id: int | None
+    created_at: datetime
+    match: float
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Everything besides the candidates that ranking reads; ``neighbours`` maps each context source
+    to its eligible neighbours."""
+
+    requester_ids: frozenset[int]
+    named_ids: frozenset[int]
+    spoke_in: frozenset[int]
+    window: frozenset[int]
+    conversation_id: int | None
+    now: datetime
+    neighbours: dict[int, tuple[int, ...]]
+
+
+def fused_match(message_id: int, ranks: dict[str, dict[int, int]], relevance_arms: Sequence[str]) -> float:
+    """Reciprocal-rank fusion over the arms that ran, normalised so that first in every arm is 1.0."""
+    if not relevance_arms:
+        return 0.0
+    fused = sum(1 / (RRF_K + ranks[arm][message_id]) for arm in relevance_arms if message_id in ranks.get(arm, {}))
+    return fused / (len(relevance_arms) / (RRF_K + 1))
+
+
+def context_sources(candidates: Iterable[Candidate]) -> list[int]:
+    """The strongest matches, whose neighbours are looked up: a bounded number, best first."""
+    ranked = sorted((c for c in candidates if c.match > 0), key=lambda c: (-c.match, c.message_id))
+    return [c.message_id for c in ranked[:CONTEXT_SOURCES]]
+
+
+def score_candidates(
+    candidates: Sequence[Candidate], signals: Signals, weights: dict[str, float] | None = None
+) -> list[tuple[float, int, dict[str, float]]]:
+    """Score every candidate (a pure function of its inputs): ``(score, message id, components)``,
+    best first, ties broken by id.
+
+    - ``match``: fused relevance;
+    - ``named``: written by a person the query names;
+    - ``context``: the best match among the messages this one neighbours (a question and its answer
+      are usually adjacent, and only one of them tends to share the question's words);
+    - ``recency``, ``same_actor``, ``same_conversation``, ``requester_spoke``, ``current_window`` as in
+      history@1.
+    """
+    weights = WEIGHTS if weights is None else weights
+    match = {c.message_id: c.match for c in candidates}
+    context: dict[int, float] = {}
+    for source, linked in signals.neighbours.items():
+        for message_id in linked:
+            context[message_id] = max(context.get(message_id, 0.0), match.get(source, 0.0))
+    scored = []
+    for candidate in candidates:
+        features = {
+            "match": candidate.match,
+            "named": 1.0 if candidate.actor_id is not None and candidate.actor_id in signals.named_ids else 0.0,
+            "context": context.get(candidate.message_id, 0.0),
+            "recency": math.exp(
+                -max(0.0, (signals.now - candidate.created_at).total_seconds()) / 86_400 / RECENCY_DAYS
+            ),
+            "same_actor": 1.0 if candidate.actor_id in signals.requester_ids else 0.0,
+            "same_conversation": 1.0 if candidate.conversation_id == signals.conversation_id else 0.0,
+            "requester_spoke": 1.0 if candidate.conversation_id in signals.spoke_in else 0.0,
+            "current_window": 1.0 if candidate.message_id in signals.window else 0.0,
+        }
+        score = sum(weights[name] * value for name, value in features.items())
+        scored.append((round(score, 6), candidate.message_id, {k: round(v, 4) for k, v in features.items()}))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return scored
 
 
 # --------------------------------------------------------------------------------------------------
@@ -285,7 +405,7 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
 
 _POOL_AND_COUNTS = """
 WITH matches AS MATERIALIZED (
-    SELECT d.message_id, ts_rank_cd(d.tsv, q.q) AS lex
+    SELECT d.message_id, {lexical_rank} AS lex
     FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
     WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q
     ORDER BY lex DESC, d.message_id DESC
@@ -317,7 +437,11 @@ def _pool_and_counts(
     verdict += " ELSE 'eligible' END"
     for step in SCAN_STEPS:
         sql = _POOL_AND_COUNTS.format(
-            scan=f"LIMIT {step}" if step else "", verdict=verdict, owned=eligible.owned(), structural=structural
+            lexical_rank=LEXICAL_RANK,
+            scan=f"LIMIT {step}" if step else "",
+            verdict=verdict,
+            owned=eligible.owned(),
+            structural=structural,
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -328,8 +452,73 @@ def _pool_and_counts(
         total = sum(counts.values())
         if step is None or len(pool) >= CANDIDATE_CAP or (scanned if scanned is not None else total) < step:
             break  # the pool is full, or the scan already covered every match
-    named = ("already_in_context", "no_evidence", "audience", "lineage")
-    return pool, {name: counts.get(name, 0) for name in named} | {"eligible": counts.get("eligible", 0)}
+    return pool, {name: counts.get(name, 0) for name in EXCLUSION_RULES} | {"eligible": counts.get("eligible", 0)}
+
+
+_NEIGHBOURS = """
+WITH em AS NOT MATERIALIZED (
+    SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {owned}
+    WHERE {predicate}{structural} AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))
+),
+source AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(n_ids)s::bigint[]))
+SELECT source.message_id, b.message_id FROM source CROSS JOIN LATERAL (
+    SELECT em.* FROM em WHERE em.conversation_id = source.conversation_id
+      AND (em.created_at, em.message_id) < (source.created_at, source.message_id)
+      AND em.created_at >= source.created_at - make_interval(secs => %(n_gap)s)
+    ORDER BY em.created_at DESC, em.message_id DESC LIMIT 1) b
+UNION ALL
+SELECT source.message_id, a.message_id FROM source CROSS JOIN LATERAL (
+    SELECT em.* FROM em WHERE em.conversation_id = source.conversation_id
+      AND (em.created_at, em.message_id) > (source.created_at, source.message_id)
+      AND em.created_at <= source.created_at + make_interval(secs => %(n_gap)s)
+    ORDER BY em.created_at, em.message_id LIMIT 1) a
+"""
+
+
+def _neighbours(
+    eligible: EligibleMessages, structural: str, params: dict[str, Any], source_ids: Sequence[int]
+) -> list[tuple[Any, ...]]:
+    """``(source id, neighbour id)`` for the message just before and just after each source in the
+    searchable set (eligible, filtered, not excluded), if it was written within ``EXCHANGE_GAP`` of
+    the source. An ineligible message is never a neighbour: the next eligible one is. One statement,
+    bounded by ``CONTEXT_SOURCES``."""
+    if not source_ids:
+        return []
+    sql = _NEIGHBOURS.format(owned=eligible.owned(), predicate=eligible.predicate(), structural=structural)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**params, "n_ids": list(source_ids), "n_gap": EXCHANGE_GAP.total_seconds()})
+        return cursor.fetchall()
+
+
+def named_actors(perspective: Perspective, text: str) -> dict[int, tuple[str, ...]]:
+    """Actors the query names by their current display name or external id (possessives included),
+    resolved through the perspective's own actors (as the actor filter is), never invented: each id
+    with the names it goes by. Only actors whose name is one to three of the query's words are loaded."""
+    words = [word.removesuffix("'s") for word in WORD.findall(text.lower())]
+    phrases = {" ".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
+    phrases -= FUNCTION_WORDS
+    if not phrases:
+        return {}
+    actors = list(
+        Actor.objects.filter(connector__agent_id=perspective.agent_id)
+        .annotate(name_lower=Lower("display_name"), external_lower=Lower("external_id"))
+        .filter(Q(name_lower__in=phrases) | Q(external_lower__in=phrases))
+        .only("id", "display_name", "external_id")
+    )
+    named = set(named_actor_ids(text, actors))
+    return {a.pk: tuple(n for n in (a.display_name, a.external_id) if n) for a in actors if a.pk in named}
+
+
+def match_text(text: str, named: dict[int, tuple[str, ...]]) -> str:
+    """The query as the relevance arms read it: people it names are matched as authors (``named``),
+    not as words or meaning, so messages that merely address them ("thanks, Bob!") do not outrank
+    what they said. A query made only of names keeps them."""
+    names = sorted({name for aliases in named.values() for name in aliases}, key=len, reverse=True)
+    if not names:
+        return text
+    pattern = "|".join(re.escape(name) for name in names)
+    stripped = re.sub(rf"(?<![\w])(?:{pattern})(?:'s)?(?![\w])", " ", text, flags=re.IGNORECASE)
+    return stripped if content_terms(stripped) else text
 
 
 def _revalidate(

@@ -29,6 +29,10 @@ HNSW_CANDIDATES = 400
 #: Cosine similarity below which a text is not a semantic match (MiniLM: unrelated sentences sit
 #: near 0.0-0.2, paraphrases well above 0.3).
 SIMILARITY_FLOOR = 0.30
+#: The floor for conversation messages: short chat turns ("we went last week!") sit lower against a
+#: question than whole statements do, and history search fuses arms by rank, so a lower floor only
+#: widens the candidates that ranking (authors, exchange context) can reorder.
+MESSAGE_SIMILARITY_FLOOR = 0.15
 
 
 def _vector_literal(values: Sequence[float]) -> str:
@@ -38,6 +42,7 @@ def _vector_literal(values: Sequence[float]) -> str:
 class _Semantic:
     name = "semantic"
     in_database = True
+    floor = SIMILARITY_FLOOR
 
     def __init__(self, generation: EmbeddingGeneration) -> None:
         self.generation = generation
@@ -50,7 +55,7 @@ class _Semantic:
     ) -> list[ArmHit]:
         dims = int(self.generation.dims)
         distance = f"(v.vector::vector({dims}) <=> %(s_query)s::vector({dims}))"
-        params = {**params, "s_generation": self.generation.pk, "s_limit": limit, "s_floor": 1 - SIMILARITY_FLOOR}
+        params = {**params, "s_generation": self.generation.pk, "s_limit": limit, "s_floor": 1 - self.floor}
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM ({eligible_sql}) el LIMIT {EXACT_LIMIT + 1}) n", params
@@ -95,6 +100,8 @@ class SemanticRevisions(_Semantic):
 
 class SemanticMessages(_Semantic):
     """History search's semantic arm."""
+
+    floor = MESSAGE_SIMILARITY_FLOOR
 
     def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
         params = {**eligible.params(), "s_query": self._query_vector(text)}

@@ -41,9 +41,17 @@ class CandidateProvider(Protocol):
 
 
 def sql_arms(
-    eligible: EligibleRevisions, query: RecallQuery, *, delta_after: int | None = None, boosts_as_arms: bool = False
+    eligible: EligibleRevisions,
+    query: RecallQuery,
+    *,
+    delta_after: int | None = None,
+    boosts_as_arms: bool = False,
+    lexical: bool = True,
 ) -> tuple[list[ArmHit], int]:
     """Run every applicable SQL arm in one statement. Returns the hits and the unknown-withheld count.
+
+    ``lexical=False`` leaves the lexical arm out (to measure the other arms alone); every other arm,
+    and eligibility, are unchanged.
 
     ``boosts_as_arms`` makes subject and conversation candidate sources even for a non-empty query
     (the snapshot's core profile, which has no relevance requirement).
@@ -60,7 +68,7 @@ def sql_arms(
         "q_delta_after": delta_after,
     }
     branches: list[str] = []
-    if not query.empty:
+    if lexical and not query.empty:
         branches.append(
             "SELECT 'lexical' AS arm, revision_id, rank, score FROM ("
             " SELECT el.revision_id, row_number() OVER (ORDER BY ts_rank_cd(d.tsv, q.q) DESC, el.revision_id) AS rank,"

@@ -33,6 +33,7 @@ from memory.retrieval.safety import block_reason
 #: Beliefs about who the person is and how they like to work: two thirds of a snapshot is theirs.
 DURABLE_TYPES = (BeliefType.USER_MODEL_ATTR, BeliefType.PREFERENCE, BeliefType.RELATIONSHIP)
 PER_SUBJECT_CAP = {"task": 4, "core": 8}
+NEAR_DUPLICATE_WINDOW = 4
 
 
 @dataclass(frozen=True)
@@ -110,11 +111,14 @@ def recall(
     delta_after: int | None = None,
     corrections: Sequence[str] = (),
     reserve_durable: bool = False,
+    lexical: bool = True,
 ) -> RecallResult:
     """Select, render and trace the memories this perspective may see that are relevant to ``query``.
 
     ``providers`` None means the configured semantic arm (when pgvector and a live generation exist;
     otherwise the recall is lexical and its degradation says why); ``()`` means lexical only.
+    ``lexical=False`` leaves the lexical arm out (to measure the semantic arm alone); eligibility and
+    ranking are unchanged.
     """
     started = time.perf_counter()
     unavailable = ""
@@ -130,7 +134,9 @@ def recall(
         now=now,
     )
     arm_started = time.perf_counter()
-    hits, withheld_unknown = sql_arms(eligible, query, delta_after=delta_after, boosts_as_arms=profile == "core")
+    hits, withheld_unknown = sql_arms(
+        eligible, query, delta_after=delta_after, boosts_as_arms=profile == "core", lexical=lexical
+    )
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3)}
     outcome = run_providers(
         []
@@ -155,8 +161,14 @@ def recall(
         if candidate.revision_id not in relevant_ids and any(p in relevant_ids for p in candidate.conflicts):
             relevant.append(candidate)
     relevant.sort(key=lambda c: c.order_key)
-    relevant = _penalise_near_duplicates(
-        relevant, query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now
+    # Only items near the top can be packed, and a penalty only moves an item down: the comparisons
+    # (quadratic in the items compared) are needed within a window a few times the item cap.
+    window = NEAR_DUPLICATE_WINDOW * budget.max_items
+    relevant = (
+        _penalise_near_duplicates(
+            relevant[:window], query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now
+        )
+        + relevant[window:]
     )
     uncapped = query.subject_ids[:1] if profile == "core" else ()
     selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile], uncapped_subjects=uncapped)

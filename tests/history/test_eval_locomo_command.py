@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
 from history.models import Conversation, ConversationSearchEvent, Message
+from memory.models import MemoryEntry, MessageEmbedding, RecallTrace, RevisionEmbedding
 
 pytestmark = pytest.mark.django_db
 
@@ -57,6 +59,16 @@ SAMPLE = [
             },
             {"question": "What is Ana's favourite film?", "answer": "unknown", "evidence": ["D9:9"], "category": 3},
         ],
+        "observation": {
+            "session_1_observation": {
+                "Ana": [
+                    ["Ana adopted a beagle puppy called Biscuit.", "D1:1"],
+                    ["Ana is repainting her kitchen yellow.", "D1:3"],
+                ],
+                "Ben": [["Ben started rowing on the river.", "D1:4"]],
+            },
+            "session_2_observation": {"Ben": [["Ben won a rowing regatta with his team.", "D2:3"]]},
+        },
     }
 ]
 
@@ -68,10 +80,31 @@ def sample_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def pgvector() -> None:
+    """Semantic modes need pgvector; without it Engram runs lexical-only by design."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        if cursor.fetchone() is None:
+            pytest.skip("the server has no pgvector")
+
+
 def _row_counts() -> tuple[int, ...]:
     return tuple(
         model.objects.count()
-        for model in (Tenant, RuntimeAgent, Connector, Actor, Conversation, Message, ConversationSearchEvent)
+        for model in (
+            Tenant,
+            RuntimeAgent,
+            Connector,
+            Actor,
+            Conversation,
+            Message,
+            ConversationSearchEvent,
+            MemoryEntry,
+            RecallTrace,
+            MessageEmbedding,
+            RevisionEmbedding,
+        )
     )
 
 
@@ -95,7 +128,11 @@ def test_eval_locomo_reports_the_figures_as_its_last_line_and_changes_nothing(sa
         "ndcg@10",
         "by_category",
         "skipped",
+        "embedding_seconds",
+        "question_ms_p50",
+        "question_ms_p95",
     }
+    assert report["embedding_seconds"] == 0.0  # lexical: nothing to embed
     assert (report["mode"], report["unit"]) == ("lexical", "turns")
     # Categories 4 and 2 count overall; 5 is reported on its own; the category-3 question is skipped.
     assert report["questions"] == 2
@@ -114,17 +151,45 @@ def test_eval_locomo_reports_the_figures_as_its_last_line_and_changes_nothing(sa
     assert _row_counts() == before
 
 
+def test_eval_locomo_scores_observations_through_memory_recall(sample_file: Path) -> None:
+    """Observations are stored as memories and recalled; an item counts as its source turn. The
+    single-hop question's observation (from D1:1) is the first item, and nothing is left behind."""
+    before = _row_counts()
+    out = StringIO()
+    call_command("eval_locomo", "--file", str(sample_file), "--unit", "observations", verbosity=0, stdout=out)
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert (report["mode"], report["unit"]) == ("lexical", "observations")
+    assert report["by_category"]["4"]["mrr"] == 1.0
+    assert report["by_category"]["2"]["recall@10"] > 0
+    assert _row_counts() == before
+
+
+@pytest.mark.parametrize("unit", ["turns", "observations"])
+def test_eval_locomo_hybrid_and_semantic_embed_inside_the_evaluation(
+    sample_file: Path, pgvector: None, unit: str
+) -> None:
+    """The imported text is embedded inside the rolled-back transaction; the time is reported apart."""
+    before = _row_counts()
+    for mode in ("semantic", "hybrid"):
+        out = StringIO()
+        call_command("eval_locomo", "--file", str(sample_file), "--mode", mode, "--unit", unit, verbosity=0, stdout=out)
+        report = json.loads(out.getvalue().strip().splitlines()[-1])
+        assert (report["mode"], report["unit"]) == (mode, unit)
+        assert report["embedding_seconds"] > 0
+        assert report["by_category"]["4"]["recall@10"] == 1.0
+    assert _row_counts() == before
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--mode", "semantic"], "lexical only"),
-        (["--mode", "hybrid"], "lexical only"),
-        (["--unit", "observations"], "only turns"),
+        (["--mode", "fuzzy"], "invalid choice"),
+        (["--unit", "sessions"], "invalid choice"),
         (["--limit", "21"], "--limit"),
     ],
 )
 def test_eval_locomo_refuses_what_it_cannot_measure(sample_file: Path, arguments: list[str], message: str) -> None:
-    """Modes and units that do not exist yet, and limits the search refuses, are clear command errors."""
+    """Unknown modes and units, and limits the search refuses, are clear command errors."""
     with pytest.raises(CommandError, match=message):
         call_command("eval_locomo", "--file", str(sample_file), *arguments, verbosity=0, stdout=StringIO())
 

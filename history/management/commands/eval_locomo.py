@@ -1,27 +1,39 @@
-"""Measure history search on a LoCoMo-format file: turn retrieval, scored as the LoCoMo paper does.
+"""Measure retrieval on a LoCoMo-format file, scored as the LoCoMo paper does.
 
-``eval_locomo --file PATH [--mode lexical] [--unit turns] [--limit 20]``. For each conversation in
-the file, a throwaway workspace (its own tenant, agent and ``locomo:<sample_id>`` connector) receives
-the conversation's turns through the same import the ``import_locomo`` command uses: one inbound
-message per turn, ``external_id`` = ``dia_id``, in a conversation whose audience is ``members`` with
-both speakers, so both may read it. Every question is then asked through ``search_history`` from
-that conversation, requested by speaker A (``--mode lexical``: no semantic provider), and the hits
-(not their neighbours), in hit order, are mapped back to turn ids and scored against the question's
-normalised evidence with :mod:`history.evaluation`.
+``eval_locomo --file PATH [--mode lexical|semantic|hybrid] [--unit turns|observations] [--limit 20]``.
+For each conversation in the file, a throwaway workspace (its own tenant, agent and
+``locomo:<sample_id>`` connector) receives the conversation's turns through the same import the
+``import_locomo`` command uses: one inbound message per turn, ``external_id`` = ``dia_id``, in a
+conversation whose audience is ``members`` with both speakers, so both may read it. Every question is
+then asked from that conversation, requested by speaker A.
+
+- ``--unit turns``: the question goes through ``search_history``; the hits (not their neighbours), in
+  hit order, are the ranked turns.
+- ``--unit observations``: each observation is first stored as a memory through ``memory_remember``
+  (subject: its speaker; source message: its source turn, so its audience is that turn's), and the
+  question goes through the memory ``recall`` service (``form_query``, at most 20 items, the largest
+  token allowance); each item counts as its observation's source turn, in item order.
+
+Modes: ``lexical`` runs the lexical arm only, ``semantic`` the semantic arm only, ``hybrid`` both (what
+the product does). For the last two the imported text is embedded first, by draining the index
+outbox inside the evaluation's transaction; that time is reported apart. The ranked turns are scored
+against the question's normalised evidence with :mod:`history.evaluation`.
 
 The whole evaluation runs in one transaction that is rolled back at the end: the database is left
-exactly as it was, append-only rows (messages, evidence, search audit events) included.
+exactly as it was, append-only rows (messages, memories, evidence, audit events, vectors) included.
 
 Output: the normalisation summary, a per-category table and, as the last line, one JSON object with
-the overall figures (categories 1-4), ``by_category`` (1-5) and the number of skipped questions
-(evidence empty after normalisation).
+the overall figures (categories 1-4), ``by_category`` (1-5), the number of skipped questions (evidence
+empty after normalisation), and timings (``embedding_seconds``; per-question latency percentiles).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -34,35 +46,71 @@ from history.locomo import LocomoConversation, load_locomo
 from history.management.commands.import_locomo import import_conversation
 from history.models import Conversation, Message
 from history.search import MAX_LIMIT, HistoryQuery, search_history
+from memory.embeddings.index import drain_outbox, semantic_enabled
+from memory.embeddings.search import semantic_providers
+from memory.models import BeliefType
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.query import form_query
+from memory.retrieval.render import MAX_ALLOWANCE
+from memory.retrieval.service import Budget, recall
+from memory.services import Belief, Provenance, memory_remember
 
-MODES = ("lexical",)
+MODES = ("lexical", "semantic", "hybrid")
+UNITS = ("turns", "observations")
 ANALYZED_TABLES = (
     "history_conversation",
     "history_message",
     "history_messagesearchdocument",
     "history_messagesourceevidence",
+    "memory_memoryentry",
+    "memory_memoryrevision",
+    "memory_memoryevidence",
+    "memory_revisionsearchdocument",
+    "memory_messageembedding",
+    "memory_revisionembedding",
 )
-UNITS = ("turns",)
+#: Memory recall returns at most this many items per question (``--limit`` applies to turns).
+OBSERVATION_ITEMS = 20
+
+
+@dataclass
+class Timings:
+    embedding_seconds: float = 0.0
+    question_ms: list[float] = field(default_factory=list)
+
+    def percentile(self, fraction: float) -> float:
+        if not self.question_ms:
+            return 0.0
+        ordered = sorted(self.question_ms)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 class Command(BaseCommand):
-    help = "Score history search on a LoCoMo-format file (recall@5/@10, MRR, nDCG@10). Leaves the database unchanged."
+    help = "Score retrieval on a LoCoMo-format file (recall@5/@10, MRR, nDCG@10). Leaves the database unchanged."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--file", required=True, help="Path to a JSON file in LoCoMo's schema.")
-        parser.add_argument("--mode", default="lexical", help="Retrieval mode; only 'lexical' exists today.")
-        parser.add_argument("--unit", default="turns", help="What is ranked; only 'turns' exists today.")
+        parser.add_argument(
+            "--mode", default="lexical", choices=MODES, help="Arms: lexical only, semantic only, or both (hybrid)."
+        )
+        parser.add_argument(
+            "--unit",
+            default="turns",
+            choices=UNITS,
+            help="turns: history search over the transcript; observations: memory recall over stored observations.",
+        )
         parser.add_argument("--limit", type=int, default=MAX_LIMIT, help=f"Hits per question (1-{MAX_LIMIT}).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         mode, unit, limit = options["mode"], options["unit"], options["limit"]
         if mode not in MODES:
-            raise CommandError(f"--mode {mode} is not available: history search is lexical only for now")
+            raise CommandError(f"--mode must be one of {', '.join(MODES)}")
         if unit not in UNITS:
-            raise CommandError(f"--unit {unit} is not available: only turns are ranked for now")
+            raise CommandError(f"--unit must be one of {', '.join(UNITS)}")
         if not 1 <= limit <= MAX_LIMIT:
             raise CommandError(f"--limit must lie in [1, {MAX_LIMIT}]")
+        if mode != "lexical" and not semantic_enabled():
+            raise CommandError(f"--mode {mode} needs the semantic arm (pgvector, ENGRAM_SEMANTIC not 'off')")
         try:
             parsed = load_locomo(options["file"])
         except (OSError, ValueError) as error:
@@ -72,15 +120,26 @@ class Command(BaseCommand):
 
         started = time.monotonic()
         evaluation = Evaluation()
+        timings = Timings()
         total = sum(len(c.questions) for c in parsed.conversations)
         run = uuid.uuid4().hex[:12]
+        # disable=None: the bar shows on a terminal and stays out of redirected output.
         with (
-            tqdm(total=total, unit="question", desc="eval_locomo", disable=options["verbosity"] < 1) as progress,
+            tqdm(
+                total=total, unit="question", desc="eval_locomo", disable=True if options["verbosity"] < 1 else None
+            ) as progress,
             transaction.atomic(),
         ):
             for position, conversation in enumerate(parsed.conversations):
                 evaluate_conversation(
-                    conversation, evaluation, workspace=f"eval-locomo-{run}-{position}", limit=limit, progress=progress
+                    conversation,
+                    evaluation,
+                    workspace=f"eval-locomo-{run}-{position}",
+                    limit=limit,
+                    mode=mode,
+                    unit=unit,
+                    timings=timings,
+                    progress=progress,
                 )
             # Everything above was only needed to ask the questions.
             transaction.set_rollback(True)
@@ -89,7 +148,8 @@ class Command(BaseCommand):
         self.stdout.write(f"Normalised {parsed.report.summary()}.")
         self.stdout.write(
             f"{len(parsed.conversations)} conversation(s), {total} questions, {evaluation.skipped_total} skipped "
-            f"(no evidence after normalisation), {elapsed:.1f}s; the database is unchanged (rolled back)."
+            f"(no evidence after normalisation), {elapsed:.1f}s (embedding {timings.embedding_seconds:.1f}s); "
+            "the database is unchanged (rolled back)."
         )
         self.stdout.write(table(evaluation))
         overall = evaluation.overall()
@@ -104,6 +164,9 @@ class Command(BaseCommand):
                 for category, summary in evaluation.by_category().items()
             },
             "skipped": evaluation.skipped_total,
+            "embedding_seconds": round(timings.embedding_seconds, 2),
+            "question_ms_p50": round(statistics.median(timings.question_ms), 2) if timings.question_ms else 0.0,
+            "question_ms_p95": round(timings.percentile(0.95), 2),
         }
         self.stdout.write(json.dumps(report))
 
@@ -114,16 +177,16 @@ def evaluate_conversation(
     *,
     workspace: str,
     limit: int,
+    mode: str = "lexical",
+    unit: str = "turns",
+    timings: Timings | None = None,
     progress: tqdm[Any] | None = None,
 ) -> None:
     """Import one conversation into a workspace of its own and score each of its questions."""
+    timings = timings if timings is not None else Timings()
     tenant = Tenant.objects.create(slug=workspace, name=f"LoCoMo evaluation {conversation.sample_id}")
     agent = RuntimeAgent.objects.create(tenant=tenant, name="locomo-eval")
     import_conversation(agent=agent, tenant=tenant, conversation=conversation)
-    # The planner's statistics do not see rows this transaction just wrote: tables it believes empty
-    # get nested-loop plans that rescan the sidecar per message (hundreds of ms per search).
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {', '.join(ANALYZED_TABLES)}")
     thread = Conversation.objects.filter(agent=agent, external_thread_id=conversation.sample_id).first()
     if thread is None:
         # No turns: nothing can be found, and every question's evidence normalised to nothing.
@@ -132,20 +195,79 @@ def evaluate_conversation(
             if progress is not None:
                 progress.update(1)
         return
-    dia_ids = dict(Message.objects.filter(conversation=thread).values_list("pk", "external_id"))
-    requester = Actor.objects.filter(connector__agent=agent, external_id=conversation.speaker_a).first()
+    messages = {
+        str(dia_id): message_id
+        for dia_id, message_id in Message.objects.filter(conversation=thread).values_list("external_id", "pk")
+    }
+    actors = list(Actor.objects.filter(connector__agent=agent))
+    by_name = {actor.external_id: actor for actor in actors}
+    units = {message_id: dia_id for dia_id, message_id in messages.items()}
+    if unit == "observations":
+        units = remember_observations(agent, conversation, messages, by_name)
+    if mode != "lexical":
+        started = time.monotonic()
+        while drain_outbox():
+            pass
+        timings.embedding_seconds += time.monotonic() - started
+    # The planner's statistics do not see rows this transaction just wrote: tables it believes empty
+    # get nested-loop plans that rescan the sidecar per message (hundreds of ms per search).
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {', '.join(ANALYZED_TABLES)}")
+    requester = by_name.get(conversation.speaker_a)
     perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)
+    revision_providers, message_providers, _ = semantic_providers() if mode != "lexical" else ([], [], "")
     for question in conversation.questions:
+        ranked: list[str] = []  # a question without evidence is skipped either way: no need to ask it
         if question.evidence:
-            result = search_history(
-                perspective=perspective, query=HistoryQuery(text=question.question, limit=limit), providers=()
-            )
-            ranked = [str(dia_ids[hit.message.message_id]) for hit in result.hits]
-        else:
-            ranked = []  # skipped either way; no need to search
+            started = time.perf_counter()
+            if unit == "turns":
+                result = search_history(
+                    perspective=perspective,
+                    query=HistoryQuery(text=question.question, limit=limit),
+                    providers=message_providers,
+                    lexical=mode != "semantic",
+                )
+                ranked = [units[hit.message.message_id] for hit in result.hits]
+            else:
+                recalled = recall(
+                    perspective=perspective,
+                    query=form_query(
+                        message=question.question,
+                        requester_id=perspective.requester_id,
+                        known_actors=actors,
+                    ),
+                    budget=Budget(max_items=OBSERVATION_ITEMS, max_tokens=MAX_ALLOWANCE),
+                    providers=revision_providers,
+                    lexical=mode != "semantic",
+                )
+                ranked = [units[item.revision_id] for item in recalled.items if item.revision_id in units]
+            timings.question_ms.append((time.perf_counter() - started) * 1000)
         evaluation.add(category=question.category, ranked=ranked, evidence=question.evidence)
         if progress is not None:
             progress.update(1)
+
+
+def remember_observations(
+    agent: RuntimeAgent, conversation: LocomoConversation, messages: dict[str, int], actors: dict[str, Actor]
+) -> dict[int, str]:
+    """Store each observation as a memory about its speaker, sourced from its first source turn.
+
+    Returns the source turn id of each stored revision. An observation whose speaker is no actor of
+    the conversation has no subject to be about and is not stored (LoCoMo's speakers always are).
+    """
+    units: dict[int, str] = {}
+    for observation in conversation.observations:
+        speaker = actors.get(observation.speaker)
+        source = messages.get(observation.dia_id)
+        if speaker is None or source is None:
+            continue
+        written = memory_remember(
+            agent=agent,
+            belief=Belief(body=observation.fact, belief_type=BeliefType.USER_MODEL_ATTR, subject_id=speaker.pk),
+            provenance=Provenance(source_message_id=source),
+        )
+        units[written.revision.pk] = observation.dia_id
+    return units
 
 
 def table(evaluation: Evaluation) -> str:

@@ -1,0 +1,168 @@
+"""History search ranking (history@2): who the query names, exchange context, and the semantic-only
+switch. Every feature only reorders what eligibility admitted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import Actor, Connector, RuntimeAgent
+from history.models import Conversation, EvidenceMethod, Message
+from history.search import POLICY_VERSION, WEIGHTS, HistoryQuery, HistoryResult, search_history
+from history.services import message_ingest
+from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
+from memory.retrieval.providers import ArmHit
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class Room:
+    agent: RuntimeAgent
+    connector: Connector
+    alice: Actor
+    bob: Actor
+    carol: Actor
+    general: Conversation
+    random: Conversation
+
+    def say(
+        self,
+        actor: Actor,
+        body: str,
+        *,
+        at: datetime,
+        conversation: Conversation | None = None,
+        authenticated: bool = True,
+    ) -> Message:
+        return message_ingest(
+            conversation=conversation or self.general,
+            actor=actor,
+            body=body,
+            created_at=at,
+            evidence_method=EvidenceMethod.CONNECTOR_SIGNED if authenticated else None,
+        ).message
+
+    def search(self, text: str, *, requester: Actor | None = None, **options: Any) -> HistoryResult:
+        options.setdefault("providers", ())
+        return search_history(
+            perspective=perspective_for_conversation(self.random, requester_id=(requester or self.carol).pk),
+            query=HistoryQuery(text=text, limit=10),
+            **options,
+        )
+
+
+def found(result: HistoryResult) -> list[int]:
+    return [hit.message.message_id for hit in result.hits]
+
+
+def components(result: HistoryResult, message: Message) -> dict[str, float]:
+    return next(hit.components for hit in result.hits if hit.message.message_id == message.pk)
+
+
+@pytest.fixture
+def room() -> Room:
+    agent = AgentFactory.create()
+    connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
+    alice, bob, carol = (ActorFactory.create(connector=connector, display_name=n) for n in ("Alice", "Bob", "Carol"))
+    return Room(
+        agent=agent,
+        connector=connector,
+        alice=alice,
+        bob=bob,
+        carol=carol,
+        general=public_channel(connector, title="#general"),
+        random=public_channel(connector, title="#random"),
+    )
+
+
+def test_the_policy_is_versioned_and_every_feature_is_weighted() -> None:
+    assert POLICY_VERSION == "history@2"
+    assert {"match", "named", "context"} <= set(WEIGHTS)
+
+
+def test_a_named_persons_message_outranks_an_equal_match_by_someone_else(room: Room) -> None:
+    """Same words, but the query names Bob: Bob's message comes first, even though it is older."""
+    now = timezone.now()
+    bobs = room.say(room.bob, "I love hiking in the Alps every summer.", at=now - timedelta(days=3))
+    alices = room.say(room.alice, "I love hiking in the Alps every summer.", at=now - timedelta(days=2))
+    result = room.search("Where does Bob love hiking?")
+    assert found(result)[:2] == [bobs.pk, alices.pk]
+    assert components(result, bobs)["named"] == 1.0
+    assert components(result, alices)["named"] == 0.0
+    assert found(room.search("Bob's favourite hiking"))[:2] == [bobs.pk, alices.pk]  # a possessive names him too
+    # The name is matched as the author, not as a word: a greeting to Bob is no better a match.
+    greeting = room.say(room.alice, "Morning Bob!", at=now - timedelta(days=1))
+    assert greeting.pk not in found(room.search("Where does Bob love hiking?"))
+
+
+def test_a_name_that_resolves_to_no_actor_stays_a_search_word(room: Room) -> None:
+    now = timezone.now()
+    said = room.say(room.alice, "Dave from finance approved the budget.", at=now - timedelta(hours=1))
+    result = room.search("What did Dave approve?")
+    assert found(result) == [said.pk]
+    assert components(result, said)["named"] == 0.0
+
+
+def test_neighbour_context_lifts_the_answer_of_a_question_and_answer_pair(room: Room) -> None:
+    """The question shares most of the query's words; the reply right after it carries the answer but
+    matches only as weakly as an unrelated message does. Context puts the answer first of the two,
+    though the unrelated message is more recent and was written first."""
+    now = timezone.now()
+    unrelated = room.say(room.carol, "I still have to book a dentist appointment.", at=now - timedelta(hours=1))
+    question = room.say(room.alice, "Which venue did you book for the offsite?", at=now - timedelta(days=2))
+    answer = room.say(room.bob, "We booked the old lighthouse in Portland.", at=now - timedelta(days=2, minutes=-1))
+    result = room.search("offsite venue booking")
+    ranked = found(result)
+    assert ranked[0] == question.pk
+    assert ranked.index(answer.pk) < ranked.index(unrelated.pk)
+    assert components(result, answer)["context"] == components(result, question)["match"]
+    assert components(result, unrelated)["context"] == 0.0
+
+
+def test_an_ineligible_neighbour_never_contributes(room: Room) -> None:
+    """A reply without source evidence is neither a hit nor a neighbour: the next eligible message of
+    the exchange is the question's neighbour instead."""
+    now = timezone.now()
+    question = room.say(room.alice, "Which venue did you book for the offsite?", at=now - timedelta(minutes=10))
+    unverified = room.say(
+        room.bob, "We booked the old lighthouse in Portland.", at=now - timedelta(minutes=9), authenticated=False
+    )
+    following = room.say(room.bob, "Booked parking there too.", at=now - timedelta(minutes=8))
+    result = room.search("offsite venue booking")
+    assert unverified.pk not in result.message_ids
+    assert found(result)[0] == question.pk
+    assert components(result, following)["context"] == components(result, question)["match"]
+
+
+def test_messages_far_apart_in_time_are_not_one_exchange(room: Room) -> None:
+    now = timezone.now()
+    room.say(room.alice, "Which venue did you book for the offsite?", at=now - timedelta(days=20))
+    later = room.say(room.bob, "I booked a table for Friday.", at=now - timedelta(days=10))
+    result = room.search("offsite venue booking")
+    assert components(result, later)["context"] == 0.0
+
+
+def test_semantic_only_search_returns_provider_candidates_that_eligibility_admits(room: Room) -> None:
+    """``lexical=False``: candidates come from the providers alone, still through eligibility."""
+    now = timezone.now()
+    said = room.say(room.alice, "The deploy freeze starts on Friday.", at=now - timedelta(hours=2))
+    hidden = room.say(room.bob, "The deploy freeze starts on Friday.", at=now - timedelta(hours=1), authenticated=False)
+
+    class Everything:
+        name = "semantic"
+        in_database = True
+
+        def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
+            return [ArmHit("semantic", hidden.pk, 1, 0.9), ArmHit("semantic", said.pk, 2, 0.8)]
+
+    result = room.search("deploy freeze", providers=[Everything()], lexical=False)
+    assert found(result) == [said.pk]
+    assert hidden.pk not in result.message_ids
+    assert found(room.search("deploy freeze", lexical=False)) == []

@@ -22,6 +22,7 @@ from memory.models import (
     MemoryOperation,
     MemoryRevision,
     MessageEmbedding,
+    RecallMiss,
     RecallTrace,
     RecallTraceItem,
     Rejection,
@@ -392,6 +393,16 @@ class RecallTraceItemAdmin(ReadOnlyAdmin):
     list_select_related = ("revision",)
     search_fields = ("=trace__id", "=revision__id")
     show_full_result_count = False
+
+
+@admin.register(RecallMiss)
+class RecallMissAdmin(ReadOnlyAdmin):
+    """Subjects whose task recalls keep returning nothing: hints for what the agent should have learned."""
+
+    list_display = ("subject", "agent", "count", "last_missed_at")
+    list_filter = (AgentFilter,)
+    list_select_related = ("subject", "agent")
+    ordering = ("-count", "-last_missed_at")
 
 
 @admin.register(RetrievalEvent)

@@ -41,6 +41,7 @@ from memory.models import (
     MemoryOperation,
     MemoryRevision,
     MessageEmbedding,
+    RecallMiss,
     RecallTrace,
     RecallTraceItem,
     Rejection,
@@ -187,6 +188,7 @@ def build_world(slug: str) -> World:
     rejection = Rejection.objects.create(
         agent=agent, user=end_user, trace_item=item, revision=amended.revision, kind="wrong", fingerprint="f" * 64
     )
+    miss = RecallMiss.objects.create(agent=agent, subject=bob, count=3, last_missed_at=now)
     rows: dict[type[Model], Model] = {
         Tenant: tenant,
         RuntimeAgent: agent,
@@ -219,6 +221,7 @@ def build_world(slug: str) -> World:
         RetrievalEvent: event,
         MemoryOperation: amended.operation,
         Rejection: rejection,
+        RecallMiss: miss,
     }
     return World(
         tenant=tenant,

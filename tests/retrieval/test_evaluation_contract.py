@@ -32,7 +32,8 @@ class EverythingMatches:
 
 def test_current_actor_asks_about_their_children_subject_boost_retrieves_the_fact(ws: Workspace) -> None:
     """Alice asks about her children; the fact about her ranks above an equally worded fact about Bob."""
-    # Bob's fact is the stronger lexical match: only the subject boost can put Alice's first.
+    # Both facts were learned in #general and Bob's is the stronger lexical match: only the subject
+    # boost (not the conversation boost) can put Alice's first when she asks in her DM.
     bobs = ws.remember(
         "Has three children; the children play soccer.",
         said_in=ws.general,
@@ -41,7 +42,7 @@ def test_current_actor_asks_about_their_children_subject_boost_retrieves_the_fac
         belief_type="relationship",
     )
     alices = ws.remember(
-        "Has two children, Maya and Leo.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice, belief_type="relationship"
+        "Has two children, Maya and Leo.", said_in=ws.general, by=ws.alice, about=ws.alice, belief_type="relationship"
     )
 
     result = ws.ask(ws.alice_dm, ws.alice, "How many children do I have?")

@@ -117,7 +117,7 @@ def test_an_amended_memory_exposes_only_its_current_revision(ws: Workspace) -> N
     assert "Drives a Civic." not in result.rendered
     # Eligibility itself excludes it: the old revision is not even a candidate (collapse would also
     # drop it beside its successor, but that is a second line of defence, not the rule).
-    assert first.pk not in RecallTrace.objects.get(pk=result.trace_id).candidate_ids
+    assert first.pk not in (RecallTrace.objects.get(pk=result.trace_id).candidate_ids or [])
 
 
 def test_an_actor_rename_changes_rendering_without_rewriting_memory_text(ws: Workspace) -> None:

@@ -17,6 +17,10 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from django.conf import settings
 
+# One Chromium for the whole session: its fixtures are registered here once (importing them into
+# several conftests would register them twice, and Playwright allows one sync session per thread).
+pytest_plugins = ["tests.browser"]
+
 WORKER_START_TIMEOUT = 60.0
 CELERY = (sys.executable, "-m", "celery", "-A", "config")
 

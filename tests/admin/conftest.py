@@ -6,8 +6,6 @@ import html5lib  # type: ignore[import-untyped]
 import pytest
 from html5lib.html5parser import ParseError  # type: ignore[import-untyped]
 
-from tests.browser import chromium, page  # noqa: F401
-
 
 def assert_valid_html(content: bytes | str, where: str = "") -> None:
     """The page parses without a single error under html5lib's strict mode (the HTML5 parsing

@@ -21,7 +21,6 @@ from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import form_query
 from memory.retrieval.service import recall, task_budget
 from tests.api.conftest import Runtime, runtime_for
-from tests.browser import chromium, page  # noqa: F401
 from tests.factories import AgentFactory
 
 PASSWORD = "correct horse battery staple"

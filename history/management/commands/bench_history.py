@@ -45,7 +45,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -57,10 +56,11 @@ from history.audience import Audience
 from history.locomo import load_locomo
 from history.models import Conversation, Message
 from history.search import HistoryQuery, search_history
+from memory.bench.corpus import CorpusSpec, locomo_dev_path
+from memory.bench.stats import percentile
 from memory.retrieval.eligibility import perspective_for_conversation
 
 TENANT_SLUG = "bench-history"
-LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 PEOPLE_PER_AGENT = 12
 DIRECT_CONVERSATIONS = 4
 BATCH = 10_000
@@ -88,17 +88,8 @@ GENERIC_SQL = (
 )
 
 
-@dataclass(frozen=True)
-class Spec:
-    messages: int
-    agents: int
-    seed: int
-
-    def agent_name(self, index: int) -> str:
-        return f"hist-m{self.messages}-a{self.agents}-s{self.seed}-{index:03d}"
-
-    def messages_of(self, index: int) -> int:
-        return self.messages // self.agents + (1 if index < self.messages % self.agents else 0)
+class Spec(CorpusSpec):
+    name_format = "hist-m{messages}-a{agents}-s{seed}-{index:03d}"
 
 
 class Command(BaseCommand):
@@ -181,19 +172,14 @@ class Command(BaseCommand):
         )
 
 
-def percentile(sorted_values: list[float], p: int) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    rank = max(1, -(-p * len(sorted_values) // 100))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
-
-
 def locomo_texts() -> list[str]:
-    if not LOCOMO.exists():
-        raise CommandError(f"{LOCOMO} is missing: the corpus is built from its turns")
-    parsed = load_locomo(LOCOMO)
+    locomo = locomo_dev_path()
+    if not locomo.exists():
+        raise CommandError(f"{locomo} is missing: the corpus is built from its turns")
+    parsed = load_locomo(locomo)
     texts = [turn.text for conversation in parsed.conversations for turn in conversation.turns]
     if not texts:
-        raise CommandError(f"{LOCOMO} holds no turns")
+        raise CommandError(f"{locomo} holds no turns")
     return texts
 
 
@@ -512,7 +498,7 @@ class ServiceBench:
 
     @classmethod
     def load(cls, agents: list[RuntimeAgent], rng: random.Random) -> ServiceBench:
-        parsed = load_locomo(LOCOMO)
+        parsed = load_locomo(locomo_dev_path())
         questions = [q.question for c in parsed.conversations for q in c.questions if q.question.strip()]
         return cls(
             rng=rng,

@@ -22,8 +22,9 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 from tqdm import tqdm
 
+from memory.bench.stats import percentile
 from memory.embeddings.index import _embed_revisions, ensure_generation, semantic_enabled
-from memory.management.commands.bench_recall import WARMUP, Bench, Spec, ensure_corpus, percentile
+from memory.management.commands.bench_recall import WARMUP, Bench, Spec, ensure_corpus
 from memory.models import MemoryRevision, RevisionEmbedding
 
 WORKER_SCRIPT = """

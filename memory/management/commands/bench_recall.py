@@ -26,7 +26,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pgtrigger
@@ -38,13 +37,14 @@ from tqdm import tqdm
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
 from history.audience import Audience
 from history.models import Conversation
+from memory.bench.corpus import CorpusSpec, locomo_dev_path
+from memory.bench.stats import percentile
 from memory.models import MemoryEntry
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query
 from memory.retrieval.service import recall, task_budget
 
 TENANT_SLUG = "bench-recall"
-LOCOMO = Path("/work/shared/bench/locomo/locomo_dev.json")
 PEOPLE_PER_AGENT = 40
 DIRECT_CONVERSATIONS = 12
 PRIVATE_CHANNELS = 4
@@ -115,17 +115,8 @@ TEMPLATES = (
 )
 
 
-@dataclass(frozen=True)
-class Spec:
-    revisions: int
-    agents: int
-    seed: int
-
-    def agent_name(self, index: int) -> str:
-        return f"bench-n{self.revisions}-a{self.agents}-s{self.seed}-{index:03d}"
-
-    def revisions_of(self, index: int) -> int:
-        return self.revisions // self.agents + (1 if index < self.revisions % self.agents else 0)
+class Spec(CorpusSpec):
+    name_format = "bench-n{revisions}-a{agents}-s{seed}-{index:03d}"
 
 
 class Command(BaseCommand):
@@ -194,18 +185,12 @@ class Command(BaseCommand):
         )
 
 
-def percentile(sorted_values: list[float], p: int) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    rank = max(1, -(-p * len(sorted_values) // 100))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
-
-
 # --------------------------------------------------------------------------------------------------
 # corpus
 # --------------------------------------------------------------------------------------------------
 
 
-def ensure_corpus(spec: Spec) -> tuple[list[RuntimeAgent], bool]:
+def ensure_corpus(spec: CorpusSpec) -> tuple[list[RuntimeAgent], bool]:
     """The spec's agents, building whichever are missing. Each agent is built in one transaction, so
     an agent that exists is complete."""
     tenant, _ = Tenant.objects.get_or_create(slug=TENANT_SLUG, defaults={"name": "Recall benchmark"})
@@ -232,8 +217,9 @@ class Statements:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.facts: list[tuple[str, str]] = []
-        if LOCOMO.exists():
-            for sample in json.loads(LOCOMO.read_text()):
+        locomo = locomo_dev_path()
+        if locomo.exists():
+            for sample in json.loads(locomo.read_text()):
                 for session in sample.get("observation", {}).values():
                     for speaker, facts in session.items():
                         self.facts.extend((speaker, fact[0]) for fact in facts if fact and fact[0])
@@ -258,7 +244,7 @@ STAGE_COLUMNS = (
 )
 
 
-def build_agent(tenant: Tenant, spec: Spec, index: int, statements: Statements) -> RuntimeAgent:
+def build_agent(tenant: Tenant, spec: CorpusSpec, index: int, statements: Statements) -> RuntimeAgent:
     rng = random.Random(spec.seed * 1_000_003 + index)
     with transaction.atomic():
         agent = RuntimeAgent.objects.create(tenant=tenant, name=spec.agent_name(index))

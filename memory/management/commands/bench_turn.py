@@ -24,39 +24,25 @@ the last line is one JSON object: ``{"turns", "p50_ms", "p95_ms", "steps": {step
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pgtrigger
 import requests
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation, Message
-from memory.management.commands.bench_recall import (
-    CORPUS_EPOCH,
-    NO_INDEX_WORK,
-    Spec,
-    Statements,
-    build_agent,
-    percentile,
-)
+from memory.bench.server import served
+from memory.bench.stats import percentile
+from memory.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
 from memory.models import MemoryEntry
 from memory.retrieval.query import content_terms
 
@@ -65,7 +51,6 @@ STEPS = ("ingest", "turn_start", "round", "ledger", "reply")
 #: Threads the simulated turns arrive in: two workspace channels and two direct conversations.
 WORKSPACE_THREADS = ("general", "engineering")
 DIRECT_THREADS = 2
-SERVER_START_TIMEOUT = 60.0
 REQUEST_TIMEOUT = 60.0
 QUESTIONS = (
     "What do you remember about {words}?",
@@ -75,14 +60,10 @@ QUESTIONS = (
 )
 
 
-@dataclass(frozen=True)
 class TurnSpec(Spec):
     """One agent with ``revisions`` memories and ``messages`` messages in all."""
 
-    messages: int = 0
-
-    def agent_name(self, index: int) -> str:
-        return f"bench-turn-m{self.revisions}-n{self.messages}-s{self.seed}"
+    name_format = "bench-turn-m{revisions}-n{messages}-s{seed}"
 
 
 class Command(BaseCommand):
@@ -113,7 +94,7 @@ class Command(BaseCommand):
         rng = random.Random(spec.seed * 7919 + options["turns"])
         script = Script.load(agent, rng)
         secret = api_key_create(agent=agent, label="bench_turn").secret
-        with served() as base_url:
+        with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served(Path(folder)) as base_url:
             client = Client(base_url, secret)
             threads = script.open_sessions(client)
             for _ in range(options["warmup"]):
@@ -215,84 +196,6 @@ def load_chat(agent: RuntimeAgent, count: int, statements: Statements, rng: rand
             "INSERT INTO history_messagesourceevidence (message_id, method, detail, recorded_at)"
             " SELECT message_id, 'connector_signed', '{\"bench\": true}', created_at FROM bench_chat"
         )
-
-
-# --------------------------------------------------------------------------------------------------
-# the server
-# --------------------------------------------------------------------------------------------------
-
-
-def server_env(broker_dir: Path) -> dict[str, str]:
-    """This process's environment, pointed at the database this process uses and a private broker
-    folder (the indexing notifications of the benchmark's writes are not meant for a real worker)."""
-    env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    env["CELERY_BROKER_URL"] = "filesystem://"
-    env["ENGRAM_CELERY_DIR"] = str(broker_dir)
-    name = str(settings.DATABASES["default"]["NAME"])
-    if env.get("DATABASE_URL"):
-        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
-    else:
-        env["ENGRAM_DATABASE_NAME"] = name
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextmanager
-def served() -> Iterator[str]:
-    """gunicorn serving ``config.wsgi`` on a free loopback port; yields its base URL and stops it on exit."""
-    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder:
-        port = free_port()
-        log_path = Path(folder) / "gunicorn.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"),
-                    *("--workers", "2", "--no-control-socket", "--log-level", "warning"),
-                ],
-                env=server_env(Path(folder) / "celery"),
-                cwd=settings.BASE_DIR,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + SERVER_START_TIMEOUT
-            while True:
-                if process.poll() is not None:
-                    raise CommandError(f"gunicorn exited with {process.returncode}:\n{log_path.read_text()}")
-                try:
-                    # A worker imports Django on its first request, which may take seconds.
-                    if requests.get(f"{base_url}/api/", timeout=10).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                if time.monotonic() > deadline:
-                    raise CommandError(
-                        f"gunicorn did not answer in {SERVER_START_TIMEOUT:.0f}s:\n{log_path.read_text()}"
-                    )
-                time.sleep(0.2)
-            try:
-                yield base_url
-            except CommandError as error:
-                # The server's side of a failed call (a traceback, a worker timeout) is in its log.
-                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
-                raise CommandError(f"{error}\n--- gunicorn log (last lines):\n{tail}") from error
-        finally:
-            # SIGTERM is gunicorn's graceful stop: the arbiter stops its workers and exits.
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -33,8 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,12 +48,11 @@ from accounts.models import RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from config import embedded_postgres
 from history.models import Message, MessageDirection, MessageSearchDocument, MessageSourceEvidence
-from memory.management.commands.bench_turn import free_port, server_env
+from memory.bench.server import served
 from memory.models import MemoryEntry, MemoryEvidence, MemoryOperation, MemoryRevision
 
 TENANT_SLUG = "fault-db-restart"
 REQUEST_TIMEOUT_S = 15.0
-SERVER_START_TIMEOUT_S = 60.0
 #: After the restart, requests made later than this must all succeed.
 RECOVERY_GRACE_S = 3.0
 #: A client that got an error waits this long before its next turn, as a runtime backs off.
@@ -190,7 +187,14 @@ class Command(BaseCommand):
 
         with (
             tempfile.TemporaryDirectory(prefix="engram-fault-db-") as scratch,
-            served(Path(scratch), workers=options["workers"], threads=options["threads"]) as base_url,
+            served(
+                Path(scratch),
+                workers=options["workers"],
+                threads=options["threads"],
+                options=("--timeout", "60"),
+                # No web worker may restart the database behind the scenario's back.
+                env={"ENGRAM_EMBEDDED_POSTGRES_AUTOSTART": "0", "ENGRAM_LOG_LEVEL": "ERROR"},
+            ) as base_url,
         ):
             stop = threading.Event()
             total = options["before"] + options["outage"] + options["after"]
@@ -244,52 +248,6 @@ def restart(data_dir: Path) -> None:
         capture_output=True,
         timeout=60,
     )
-
-
-@contextmanager
-def served(folder: Path, *, workers: int, threads: int) -> Iterator[str]:
-    """gunicorn on a free 127.0.0.1 port against this database, the embedded autostart off."""
-    port = free_port()
-    env = server_env(folder / "celery")
-    env["ENGRAM_EMBEDDED_POSTGRES_AUTOSTART"] = "0"
-    env["ENGRAM_LOG_LEVEL"] = "ERROR"
-    log_path = folder / "gunicorn.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"),
-                *("--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread"),
-                *("--no-control-socket", "--log-level", "warning", "--timeout", "60"),
-            ],
-            env=env,
-            cwd=settings.BASE_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise CommandError(f"gunicorn exited with {process.returncode}:\n{log_path.read_text()}")
-            try:
-                if requests.get(f"{base_url}/api/", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise CommandError(f"gunicorn did not answer:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def read_ledgers(base_url: str, secret: str, clients: list[Client]) -> dict[int, list[int]]:

@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import requests
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
@@ -45,14 +41,15 @@ from django.db import connection, transaction
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation
-from memory.management.commands.bench_recall import Spec, Statements, build_agent, percentile
-from memory.management.commands.bench_turn import free_port, load_chat, server_env
+from memory.bench.server import served, server_env
+from memory.bench.stats import percentile
+from memory.management.commands.bench_recall import Spec, Statements, build_agent
+from memory.management.commands.bench_turn import load_chat
 from memory.models import MemoryEntry
 from memory.retrieval.query import content_terms
 
 TENANT_SLUG = "loadtest"
 LOCUSTFILE = Path(settings.BASE_DIR) / "loadtest" / "locustfile.py"
-SERVER_START_TIMEOUT = 60.0
 #: How long a Locust run may overrun its --run-time (spawning, stop timeout, shutdown) before it is killed.
 LOCUST_GRACE_S = 120
 #: Seconds Locust lets a running task finish once the run time is up.
@@ -63,17 +60,10 @@ VOCABULARY_SOURCE = 500
 TURN = "TURN"
 
 
-@dataclass(frozen=True)
 class LoadSpec(Spec):
     """``agents`` agents sharing ``revisions`` memories and ``messages`` messages in all."""
 
-    messages: int = 0
-
-    def agent_name(self, index: int) -> str:
-        return f"load-m{self.revisions}-n{self.messages}-a{self.agents}-s{self.seed}-{index:03d}"
-
-    def messages_of(self, index: int) -> int:
-        return self.messages // self.agents + (1 if index < self.messages % self.agents else 0)
+    name_format = "load-m{revisions}-n{messages}-a{agents}-s{seed}-{index:03d}"
 
 
 class Command(BaseCommand):
@@ -120,7 +110,16 @@ class Command(BaseCommand):
             folder = Path(scratch)
             plan_path = folder / "plan.json"
             plan_path.write_text(json.dumps(plan))
-            with served(folder, workers=options["workers"], threads=options["threads"]) as base_url:
+            with served(
+                folder,
+                workers=options["workers"],
+                threads=options["threads"],
+                # A keep-alive longer than a user's wait between tasks: with gunicorn's 2 s default the
+                # server closes idle connections just as a runtime reuses them, which would count as
+                # request errors.
+                options=("--timeout", "60", "--keep-alive", "30"),
+                env={"ENGRAM_LOG_LEVEL": "WARNING"},
+            ) as base_url:
                 self.stdout.write(
                     f"gunicorn on {base_url}: {options['workers']} workers x {options['threads']} threads"
                 )
@@ -260,54 +259,6 @@ def _person(actor: Actor) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # the server and the load
 # --------------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def served(folder: Path, *, workers: int, threads: int) -> Iterator[str]:
-    """gunicorn serving ``config.wsgi`` on a free 127.0.0.1 port; yields its base URL, stops it on exit."""
-    port = free_port()
-    log_path = folder / "gunicorn.log"
-    env = server_env(folder / "celery")
-    env["ENGRAM_LOG_LEVEL"] = "WARNING"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"),
-                *("--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread"),
-                *("--no-control-socket", "--log-level", "warning", "--timeout", "60"),
-                # Longer than a user's wait between tasks: with gunicorn's 2 s default the server closes
-                # idle connections just as a runtime reuses them, which would count as request errors.
-                *("--keep-alive", "30"),
-            ],
-            env=env,
-            cwd=settings.BASE_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                raise CommandError(f"gunicorn exited with {process.returncode}:\n{log_path.read_text()}")
-            try:
-                if requests.get(f"{base_url}/api/", timeout=10).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise CommandError(f"gunicorn did not answer in {SERVER_START_TIMEOUT:.0f}s:\n{log_path.read_text()}")
-            time.sleep(0.2)
-        yield base_url
-    finally:
-        process.send_signal(signal.SIGTERM)  # graceful: the arbiter stops its workers and exits
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @dataclass

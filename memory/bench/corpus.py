@@ -1,0 +1,47 @@
+"""What a benchmark corpus is made of, shared by the commands that build one.
+
+A corpus deals ``revisions`` memories and ``messages`` messages evenly over ``agents`` agents. Each
+command names its agents after the arguments that shaped them (its ``name_format``), so a second run
+with the same arguments finds its corpus and reuses it, and the agent at an index holds the same
+share whatever else the database holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from django.conf import settings
+
+
+def locomo_dev_path() -> Path:
+    """The LoCoMo dev file the corpora take their text from: ``shared/bench`` beside the checkout."""
+    return Path(settings.BASE_DIR).parent / "shared" / "bench" / "locomo" / "locomo_dev.json"
+
+
+def share(total: int, parts: int, index: int) -> int:
+    """Part ``index`` of ``total`` dealt over ``parts``: the first ``total % parts`` parts get one more."""
+    return total // parts + (1 if index < total % parts else 0)
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    agents: int
+    seed: int
+    revisions: int = 0
+    messages: int = 0
+
+    #: ``str.format`` of the agent name over the fields and ``index``.
+    name_format: ClassVar[str] = "bench-r{revisions}-m{messages}-a{agents}-s{seed}-{index:03d}"
+
+    def agent_name(self, index: int) -> str:
+        return self.name_format.format(
+            revisions=self.revisions, messages=self.messages, agents=self.agents, seed=self.seed, index=index
+        )
+
+    def revisions_of(self, index: int) -> int:
+        return share(self.revisions, self.agents, index)
+
+    def messages_of(self, index: int) -> int:
+        return share(self.messages, self.agents, index)

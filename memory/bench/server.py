@@ -1,0 +1,111 @@
+"""gunicorn serving ``config.wsgi`` on a free loopback port, against the database this process uses.
+
+The benchmark, load and fault commands drive the API over real HTTP through this one launcher; each
+chooses its worker model and extra options.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from django.conf import settings
+from django.core.management.base import CommandError
+
+SERVER_START_TIMEOUT_S = 60.0
+#: Lines of the server's log added to a failure raised while it serves.
+LOG_TAIL_LINES = 40
+
+
+def server_env(broker_dir: Path) -> dict[str, str]:
+    """This process's environment, pointed at the database this process uses and a private broker
+    folder (the indexing notifications of the benchmark's writes are not meant for a real worker)."""
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    env["CELERY_BROKER_URL"] = "filesystem://"
+    env["ENGRAM_CELERY_DIR"] = str(broker_dir)
+    name = str(settings.DATABASES["default"]["NAME"])
+    if env.get("DATABASE_URL"):
+        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{name}"))
+    else:
+        env["ENGRAM_DATABASE_NAME"] = name
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def served(
+    folder: Path,
+    *,
+    workers: int = 2,
+    threads: int | None = None,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """gunicorn on a free 127.0.0.1 port; yields its base URL and stops it on exit.
+
+    ``workers`` processes, sync ones or, with ``threads``, gthread ones of that many threads (at most
+    workers x threads database connections). ``options`` are further gunicorn options and ``env``
+    overrides the server's environment. The log is ``folder/gunicorn.log``, the broker folder
+    ``folder/celery``; a ``CommandError`` raised while serving gets the log's last lines, the
+    server's side of a failed call (a traceback, a worker timeout).
+    """
+    port = free_port()
+    log_path = folder / "gunicorn.log"
+    model = ("--threads", str(threads), "--worker-class", "gthread") if threads is not None else ()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}"),
+                *("--workers", str(workers), *model, "--no-control-socket", "--log-level", "warning"),
+                *options,
+            ],
+            env={**server_env(folder / "celery"), **(env or {})},
+            cwd=settings.BASE_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise CommandError(f"gunicorn exited with {process.returncode}:\n{log_path.read_text()}")
+            try:
+                # A worker imports Django on its first request, which may take seconds.
+                if requests.get(f"{base_url}/api/", timeout=10).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise CommandError(f"gunicorn did not answer in {SERVER_START_TIMEOUT_S:.0f}s:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        try:
+            yield base_url
+        except CommandError as error:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+            raise CommandError(f"{error}\n--- gunicorn log (last lines):\n{tail}") from error
+    finally:
+        # SIGTERM is gunicorn's graceful stop: the arbiter stops its workers and exits.
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -11,14 +11,24 @@ on a free loopback port against the same database (the name in ``settings.DATABA
 database too), and drives T turns through HTTP with one ``requests.Session``, each as a runtime would:
 
 1. ``ingest``: POST /api/v1/messages with the inbound message;
-2. ``turn_start``: POST /api/v1/sessions/{id}/turns (a few sessions, opened before timing, are reused);
+2. ``turn_start``: POST /api/v1/sessions/{id}/turns, loading the conversation's last five messages;
 3. ``round``: POST /api/v1/turns/{id}/rounds with one ``recall`` and one ``search_history`` call;
 4. ``ledger``: GET /api/v1/turns/{id}/ledger;
 5. ``reply``: POST /api/v1/turns/{id}/reply, citing the first recalled memory.
 
+The turns are spread over many conversations, as real agents' are: one conversation per room of the
+corpus (public and workspace channels, private channels, direct messages) is open at a time, each turn
+arrives in one of them at random, and a conversation that has had C turns (``--per-conversation``)
+ends; the next one in that room is a new thread with the room's audience. A runtime opens one session
+per conversation, on its first turn; opening it is not part of the turn. A conversation's replies cite
+its earlier replies (they are in the loaded window), so its replies' lineage grows with its length;
+keeping conversations to a realistic length keeps a run of any length measuring turns rather than
+the lineage cap (5,000 nodes, overflow denies), which one endless conversation reaches after some
+hundreds of turns.
+
 W unmeasured turns warm the workers first. It prints a p50/p95 table per step and for the whole turn;
-the last line is one JSON object: ``{"turns", "p50_ms", "p95_ms", "steps": {step: {"p50_ms",
-"p95_ms"}}}``. The server is stopped whatever happens.
+the last line is one JSON object: ``{"turns", "conversations", "p50_ms", "p95_ms", "steps": {step:
+{"p50_ms", "p95_ms"}}}``. The server is stopped whatever happens.
 """
 
 from __future__ import annotations
@@ -48,9 +58,10 @@ from memory.retrieval.query import content_terms
 
 TENANT_SLUG = "bench-turn"
 STEPS = ("ingest", "turn_start", "round", "ledger", "reply")
-#: Threads the simulated turns arrive in: two workspace channels and two direct conversations.
-WORKSPACE_THREADS = ("general", "engineering")
-DIRECT_THREADS = 2
+#: Turns a simulated conversation runs before it ends and the next one in its room begins.
+PER_CONVERSATION = 20
+#: Messages of its conversation a runtime loads into the prompt at the start of a turn.
+LOADED_WINDOW = 5
 REQUEST_TIMEOUT = 60.0
 QUESTIONS = (
     "What do you remember about {words}?",
@@ -74,11 +85,16 @@ class Command(BaseCommand):
         parser.add_argument("--messages", type=int, default=100_000, help="Messages of the agent, in all.")
         parser.add_argument("--turns", type=int, default=200, help="Measured turns.")
         parser.add_argument("--warmup", type=int, default=10, help="Unmeasured turns run first.")
+        parser.add_argument(
+            "--per-conversation", type=int, default=PER_CONVERSATION, help="Turns a conversation runs before it ends."
+        )
         parser.add_argument("--seed", type=int, default=1)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["memories"] < 1 or options["messages"] < options["memories"] or options["turns"] < 1:
             raise CommandError("need --memories >= 1, --messages >= --memories and --turns >= 1")
+        if options["per_conversation"] < 1:
+            raise CommandError("need --per-conversation >= 1")
         spec = TurnSpec(revisions=options["memories"], agents=1, seed=options["seed"], messages=options["messages"])
         started = time.perf_counter()
         agent, built = ensure_agent(spec)
@@ -92,35 +108,46 @@ class Command(BaseCommand):
                 cursor.execute(f"ANALYZE {table}")
 
         rng = random.Random(spec.seed * 7919 + options["turns"])
-        script = Script.load(agent, rng)
-        secret = api_key_create(agent=agent, label="bench_turn").secret
-        with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served(Path(folder)) as base_url:
-            client = Client(base_url, secret)
-            threads = script.open_sessions(client)
-            for _ in range(options["warmup"]):
-                script.turn(client, rng.choice(threads))
-            timings = [script.turn(client, rng.choice(threads)) for _ in range(options["turns"])]
-
-        whole = sorted(sum(t.values()) for t in timings)
-        steps = {step: sorted(t[step] for t in timings) for step in STEPS}
+        script = Script.load(agent, rng, per_conversation=options["per_conversation"])
+        (timings,) = drive_turns(agent, script, batches=[options["turns"]], warmup=options["warmup"])
+        figures = turn_figures(timings)
+        self.stdout.write(
+            f"{len(timings)} turns over {script.conversations} conversations "
+            f"(at most {options['per_conversation']} turns each, warm-up included)"
+        )
         self.stdout.write(f"{'step':<12}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
-        for step, values in [*steps.items(), ("turn", whole)]:
+        for step in [*STEPS, "turn"]:
+            values = sorted(t[step] for t in timings) if step != "turn" else sorted(sum(t.values()) for t in timings)
             self.stdout.write(
                 f"{step:<12}{percentile(values, 50):>10.2f}{percentile(values, 95):>10.2f}{values[-1]:>10.2f}"
             )
-        self.stdout.write(
-            json.dumps(
-                {
-                    "turns": len(timings),
-                    "p50_ms": round(percentile(whole, 50), 2),
-                    "p95_ms": round(percentile(whole, 95), 2),
-                    "steps": {
-                        step: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2)}
-                        for step, v in steps.items()
-                    },
-                }
-            )
-        )
+        self.stdout.write(json.dumps({"turns": len(timings), "conversations": script.conversations, **figures}))
+
+
+def drive_turns(
+    agent: RuntimeAgent, script: Script, *, batches: list[int], warmup: int
+) -> list[list[dict[str, float]]]:
+    """Serve the API and run ``warmup`` unmeasured turns, then each batch of turns; each turn's step times."""
+    secret = api_key_create(agent=agent, label="bench_turn").secret
+    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served(Path(folder)) as base_url:
+        client = Client(base_url, secret)
+        for _ in range(warmup):
+            script.turn(client)
+        return [[script.turn(client) for _ in range(turns)] for turns in batches]
+
+
+def turn_figures(timings: list[dict[str, float]]) -> dict[str, Any]:
+    """p50/p95 of whole turns and of each step, in ms."""
+    whole = sorted(sum(t.values()) for t in timings)
+    steps = {step: sorted(t[step] for t in timings) for step in STEPS}
+    return {
+        "p50_ms": round(percentile(whole, 50), 2),
+        "p95_ms": round(percentile(whole, 95), 2),
+        "steps": {
+            step: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2)}
+            for step, v in steps.items()
+        },
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -224,15 +251,25 @@ class Client:
         return response.json(), elapsed
 
 
-@dataclass
-class Thread:
-    """A conversation the turns arrive in, as its connector names it, with the session that serves it."""
+@dataclass(frozen=True)
+class Room:
+    """A room of the corpus the agent converses in: its thread, its audience as the connector sends it,
+    and who may speak there."""
 
     external_id: str
     audience: dict[str, Any]
-    conversation_id: int
+    speakers: list[Actor]
+
+
+@dataclass
+class Thread:
+    """One conversation in a room, as its connector names it, with the session that serves it."""
+
+    room: Room
+    external_id: str
     requester: Actor
     session_id: int = 0
+    turns: int = 0
     recent: list[int] = field(default_factory=list)
 
 
@@ -240,56 +277,70 @@ class Thread:
 class Script:
     rng: random.Random
     connector: tuple[str, str]
-    threads: list[Thread]
+    rooms: list[Room]
     bodies: list[str]
     run: str
+    per_conversation: int = PER_CONVERSATION
+    open: list[Thread] = field(default_factory=list)
+    #: Conversations that have had a turn.
+    conversations: int = 0
     said: int = 0
 
     @classmethod
-    def load(cls, agent: RuntimeAgent, rng: random.Random) -> Script:
-        conversations = {c.external_thread_id: c for c in Conversation.objects.filter(agent=agent).order_by("pk")}
+    def load(cls, agent: RuntimeAgent, rng: random.Random, *, per_conversation: int = PER_CONVERSATION) -> Script:
         people = {p.pk: p for p in Actor.objects.filter(connector__agent=agent).order_by("pk")}
-        connector = next(iter(people.values())).connector
-        threads = [
-            Thread(name, {"kind": "workspace"}, conversations[name].pk, rng.choice(list(people.values())))
-            for name in WORKSPACE_THREADS
-        ]
-        direct = [c for c in conversations.values() if c.external_thread_id.startswith("dm-")][:DIRECT_THREADS]
-        for conversation in direct:
-            person = people[conversation.audience_readers[0]]
-            audience = {"kind": "members", "readers": [person.external_id]}
-            threads.append(Thread(conversation.external_thread_id, audience, conversation.pk, person))
+        everyone = list(people.values())
+        rooms = []
+        for conversation in Conversation.objects.filter(agent=agent).order_by("pk"):
+            readers = [people[pk] for pk in conversation.audience_readers if pk in people]
+            audience: dict[str, Any] = {"kind": conversation.audience_kind}
+            if readers:
+                audience["readers"] = [p.external_id for p in readers]
+            rooms.append(Room(conversation.external_thread_id, audience, readers or everyone))
         bodies = list(
             MemoryEntry.objects.filter(agent=agent)
             .order_by("pk")
             .values_list("current_revision__body", flat=True)[:2_000]
         )
-        return cls(
+        connector = everyone[0].connector
+        script = cls(
             rng=rng,
             connector=(connector.type, connector.name),
-            threads=threads,
+            rooms=rooms,
             bodies=[b for b in bodies if b],
             run=datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"),
+            per_conversation=per_conversation,
         )
+        # The first conversation of each room is the corpus's own, with its history.
+        script.open = [Thread(room, room.external_id, rng.choice(room.speakers)) for room in rooms]
+        return script
 
-    def open_sessions(self, client: Client) -> list[Thread]:
-        for thread in self.threads:
-            body = {"conversation_id": thread.conversation_id, "requester_actor_id": thread.requester.pk}
-            opened, _ = client.call("POST", "/api/v1/sessions", 201, body)
-            thread.session_id = opened["session_id"]
-        return self.threads
+    def thread(self) -> Thread:
+        """The conversation the next turn arrives in; one that has had its turns ends, and a new thread
+        in the same room takes its place."""
+        index = self.rng.randrange(len(self.open))
+        thread = self.open[index]
+        if thread.turns >= self.per_conversation:
+            room = thread.room
+            thread = Thread(room, f"{room.external_id}/{self.run}-{self.said}", self.rng.choice(room.speakers))
+            self.open[index] = thread
+        return thread
 
     def words(self) -> list[str]:
         terms = content_terms(self.rng.choice(self.bodies))
         return self.rng.sample(terms, min(len(terms), self.rng.randint(1, 3))) or ["update"]
 
-    def turn(self, client: Client, thread: Thread) -> dict[str, float]:
-        """One whole turn in ``thread``; the wall time of each step in ms."""
+    def turn(self, client: Client) -> dict[str, float]:
+        """One whole turn in the next conversation; the wall time of each step in ms."""
+        thread = self.thread()
+        if not thread.turns:
+            self.conversations += 1
+        thread.turns += 1
         self.said += 1
         words = self.words()
         message = {
             "connector": {"type": self.connector[0], "name": self.connector[1]},
-            "thread": {"external_id": thread.external_id, "audience": thread.audience},
+            "thread": {"external_id": thread.external_id, "audience": thread.room.audience},
             "actor": {"external_id": thread.requester.external_id, "display_name": thread.requester.display_name},
             "external_id": f"bench-{self.run}-{self.said}",
             "body": self.rng.choice(QUESTIONS).format(words=" ".join(words)),
@@ -298,14 +349,19 @@ class Script:
         }
         ms: dict[str, float] = {}
         ingested, ms["ingest"] = client.call("POST", "/api/v1/messages", 201, {"messages": [message]})
-        inbound = ingested["messages"][0]["message_id"]
+        inbound = ingested["messages"][0]
+        if not thread.session_id:
+            # Once per conversation, before its first turn: not part of the turn.
+            body = {"conversation_id": inbound["conversation_id"], "requester_actor_id": thread.requester.pk}
+            opened, _ = client.call("POST", "/api/v1/sessions", 201, body)
+            thread.session_id = opened["session_id"]
         turn, ms["turn_start"] = client.call(
             "POST",
             f"/api/v1/sessions/{thread.session_id}/turns",
             201,
-            {"inbound_message_id": inbound, "loaded_message_ids": thread.recent[-5:]},
+            {"inbound_message_id": inbound["message_id"], "loaded_message_ids": thread.recent[-LOADED_WINDOW:]},
         )
-        thread.recent.append(inbound)
+        thread.recent.append(inbound["message_id"])
         calls = [
             {"verb": "recall", "query": " ".join(words)},
             {"verb": "search_history", "query": self.rng.choice(words), "limit": 8},

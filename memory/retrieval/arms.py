@@ -11,15 +11,19 @@ eligibility removed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import connection
 
+from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_from_row
 from memory.retrieval.eligibility import EligibleRevisions
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
 ARM_CAP = 200
+#: Leading columns of an arms row: arm, revision id, rank, score, withheld count; hydration follows.
+HIT_COLUMNS = 5
 
 #: Statements that ask about ownership: "has", "owns", "drives", "uses", without a negated or past form.
 OWNERSHIP_PATTERN = r"\m(has|have|owns|own|drives|drive|uses|use|rides)\M"
@@ -28,6 +32,14 @@ NEGATED_OWNERSHIP_PATTERN = r"\m(not|no longer|never|used to|sold|formerly)\M"
 #: Anchor weights (spec 001): exact subject 1.0 > ownership 0.5 > type-only 0.25.
 OWNERSHIP_ANCHOR = 0.5
 TYPE_ANCHOR = 0.25
+
+
+@dataclass(frozen=True)
+class ArmsResult:
+    hits: list[ArmHit]
+    #: Every hit, hydrated through the eligible set in the same statement.
+    pool: dict[int, Candidate]
+    withheld_unknown: int
 
 
 class CandidateProvider(Protocol):
@@ -47,8 +59,8 @@ def sql_arms(
     delta_after: int | None = None,
     boosts_as_arms: bool = False,
     lexical: bool = True,
-) -> tuple[list[ArmHit], int]:
-    """Run every applicable SQL arm in one statement. Returns the hits and the unknown-withheld count.
+) -> ArmsResult:
+    """Run every applicable SQL arm in one statement: the hits, hydrated, and the unknown-withheld count.
 
     ``lexical=False`` leaves the lexical arm out (to measure the other arms alone); every other arm,
     and eligibility, are unchanged.
@@ -137,14 +149,27 @@ def sql_arms(
             " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ engram_search_query(%(q_text)s))"
         )
     union = " UNION ALL ".join(branches)
+    # Hits are hydrated in the same statement (same snapshot, one round trip); a statement with no
+    # hits still returns one row carrying the withheld count.
     sql = (
-        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits(arm, revision_id, rank, score) AS ({union}) "
-        f"SELECT arm, revision_id, rank, score, {withheld} AS withheld FROM hits "
-        f"UNION ALL SELECT NULL, NULL, NULL, NULL, {withheld} WHERE NOT EXISTS (SELECT 1 FROM hits)"
+        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits(arm, revision_id, rank, score) AS ({union}), "
+        f"hydrated AS (SELECT {HYDRATED_COLUMNS} FROM el WHERE el.revision_id IN (SELECT revision_id FROM hits)) "
+        f"SELECT h.arm, h.revision_id, h.rank, h.score, w.withheld, hydrated.* "
+        f"FROM (SELECT {withheld} AS withheld) w LEFT JOIN hits h ON TRUE "
+        "LEFT JOIN hydrated ON hydrated.revision_id = h.revision_id"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        columns = [c.name for c in cursor.description or ()][HIT_COLUMNS:]
         rows = cursor.fetchall()
-    hits = [ArmHit(arm, int(rid), int(rank), float(score)) for arm, rid, rank, score, _ in rows if arm is not None]
+    hits: list[ArmHit] = []
+    pool: dict[int, Candidate] = {}
+    for row in rows:
+        arm, revision_id, rank, score = row[:4]
+        if arm is None:
+            continue
+        hits.append(ArmHit(arm, int(revision_id), int(rank), float(score)))
+        if revision_id not in pool:
+            pool[revision_id] = candidate_from_row(columns, row[HIT_COLUMNS:])
     withheld_count = int(rows[0][4]) if rows else 0
-    return hits, withheld_count
+    return ArmsResult(hits, pool, withheld_count)

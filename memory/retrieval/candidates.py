@@ -8,9 +8,10 @@ provider returned that eligibility does not admit simply does not come back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -63,9 +64,10 @@ class Candidate:
         return (-round(self.score, 9), self.revision_id)
 
 
-_HYDRATE = """
-WITH el AS NOT MATERIALIZED ({eligible})
-SELECT el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source_actor_id, el.belief_type,
+#: The attributes of one eligible revision (``el`` in scope), read from the canonical rows after
+#: authorization. Shared by :func:`hydrate` and the arms statement, which hydrates its own hits.
+HYDRATED_COLUMNS = """
+       el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source_actor_id, el.belief_type,
        el.portability, el.origin_scope, el.confidence, el.authority, el.salience, el.always_on, el.lifecycle,
        el.valid_from, el.valid_to, el.recorded_at, el.restricted_to_conversation_id, el.supersedes_id,
        el.utility, el.last_used_at, el.flagged_for_review,
@@ -74,38 +76,39 @@ SELECT el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source
          WHERE ev.revision_id = el.revision_id AND ev.kind = 'source_message') AS source_message_id,
        (el.restricted_to_conversation_id IS NOT DISTINCT FROM %(el_conversation)s OR EXISTS (
            SELECT 1 FROM memory_memoryevidence ev JOIN history_message m ON m.id = ev.message_id
-           WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)) AS in_conversation
+           WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)) AS in_conversation,
+       ARRAY(SELECT CASE WHEN rc.revision_a_id = el.revision_id THEN rc.revision_b_id ELSE rc.revision_a_id END
+             FROM memory_revisionconflict rc
+             WHERE rc.agent_id = %(el_agent)s AND rc.resolved_at IS NULL
+               AND (rc.revision_a_id = el.revision_id OR rc.revision_b_id = el.revision_id)) AS conflict_partners"""
+
+_HYDRATE = f"""
+WITH el AS NOT MATERIALIZED ({{eligible}})
+SELECT {HYDRATED_COLUMNS}
 FROM el
 WHERE el.revision_id = ANY(%(candidate_ids)s::bigint[])
 """
 
 
+def candidate_from_row(columns: Sequence[str], row: Sequence[Any]) -> Candidate:
+    """A candidate from one row of :data:`HYDRATED_COLUMNS` (named by ``columns``)."""
+    values: dict[str, Any] = dict(zip(columns, row, strict=True))
+    partners = values.pop("conflict_partners")
+    candidate = Candidate(**values)
+    candidate.conflicts = sorted(partners)
+    return candidate
+
+
 def hydrate(eligible: EligibleRevisions, revision_ids: Iterable[int]) -> dict[int, Candidate]:
+    """The eligible revisions among ``revision_ids``, hydrated; ids eligibility does not admit are absent.
+
+    ``Candidate.conflicts`` holds every unresolved conflict partner; callers keep the ones they show.
+    """
     ids = sorted(set(revision_ids))
     if not ids:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(_HYDRATE.format(eligible=eligible.sql()), {**eligible.params(), "candidate_ids": ids})
         columns = [c.name for c in cursor.description or ()]
-        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-    return {row["revision_id"]: Candidate(**row) for row in rows}
-
-
-def unresolved_conflicts(agent_id: int, revision_ids: Iterable[int]) -> dict[int, list[int]]:
-    """For each given revision, the revisions it has an unresolved conflict with (read both ways)."""
-    ids = sorted(set(revision_ids))
-    if not ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT revision_a_id, revision_b_id FROM memory_revisionconflict"
-            " WHERE agent_id = %s AND resolved_at IS NULL"
-            " AND (revision_a_id = ANY(%s::bigint[]) OR revision_b_id = ANY(%s::bigint[]))",
-            [agent_id, ids, ids],
-        )
-        pairs = cursor.fetchall()
-    partners: dict[int, list[int]] = {}
-    for a, b in pairs:
-        partners.setdefault(a, []).append(b)
-        partners.setdefault(b, []).append(a)
-    return {k: sorted(v) for k, v in partners.items()}
+        candidates = [candidate_from_row(columns, row) for row in cursor.fetchall()]
+    return {c.revision_id: c for c in candidates}

@@ -11,6 +11,7 @@ Advice ("which car should I buy?") and generic how-to questions ("how do I deplo
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -109,13 +110,19 @@ def asks_about_own_resource(text: str) -> bool:
     return bool(POSSESSIVE.search(lowered) and QUESTION.search(lowered) and not ADVICE.search(lowered))
 
 
+@functools.lru_cache(maxsize=4096)
+def _whole_word(alias: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w]){re.escape(alias)}(?![\w])")
+
+
 def named_actor_ids(text: str, actors: Sequence[Actor]) -> tuple[int, ...]:
     """Actors whose current display name (or external id) the text names as a whole word."""
     lowered = f" {text.lower()} "
     named = []
     for actor in actors:
         for alias in {actor.display_name.lower(), actor.external_id.lower()}:
-            if alias and re.search(rf"(?<![\w]){re.escape(alias)}(?![\w])", lowered):
+            # The substring test is the cheap filter; the pattern only confirms word boundaries.
+            if alias and alias in lowered and _whole_word(alias).search(lowered):
                 named.append(actor.pk)
                 break
     return tuple(sorted(set(named)))

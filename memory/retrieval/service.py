@@ -21,7 +21,7 @@ from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, sql_arms
-from memory.retrieval.candidates import Candidate, hydrate, unresolved_conflicts
+from memory.retrieval.candidates import Candidate, hydrate
 from memory.retrieval.collapse import collapse, mark_near_duplicates
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
@@ -134,9 +134,8 @@ def recall(
         now=now,
     )
     arm_started = time.perf_counter()
-    hits, withheld_unknown = sql_arms(
-        eligible, query, delta_after=delta_after, boosts_as_arms=profile == "core", lexical=lexical
-    )
+    arms = sql_arms(eligible, query, delta_after=delta_after, boosts_as_arms=profile == "core", lexical=lexical)
+    hits, withheld_unknown = arms.hits, arms.withheld_unknown
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3)}
     outcome = run_providers(
         []
@@ -148,11 +147,10 @@ def recall(
     arm_latency.update(outcome.latency_ms)
     hits.extend(outcome.hits)
 
-    pool = _candidates(eligible, hits)
+    pool = _candidates(eligible, arms.pool, hits)
     arms_run = {hit.arm for hit in hits} | {p.name for p in providers}
-    partners = unresolved_conflicts(perspective.agent_id, pool)
     for candidate in pool.values():
-        candidate.conflicts = [p for p in partners.get(candidate.revision_id, []) if p in pool]
+        candidate.conflicts = [p for p in candidate.conflicts if p in pool]
     ranked = _rank(pool.values(), query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now)
     relevant = [c for c in ranked if passes_relevance(c, query=query, profile=profile)]
     relevant_ids = {c.revision_id for c in relevant}
@@ -223,9 +221,16 @@ def recall(
     )
 
 
-def _candidates(eligible: EligibleRevisions, hits: Sequence[ArmHit]) -> dict[int, Candidate]:
-    """Hydrate every hit through the eligible set (revalidation) and attach its arm ranks."""
-    pool = hydrate(eligible, (hit.target_id for hit in hits))
+def _candidates(
+    eligible: EligibleRevisions, hydrated: dict[int, Candidate], hits: Sequence[ArmHit]
+) -> dict[int, Candidate]:
+    """Hydrate every hit through the eligible set (revalidation) and attach its arm ranks.
+
+    ``hydrated`` holds the SQL arms' hits, hydrated in their own statement; provider hits outside it
+    are hydrated here, and any the eligible set does not admit are dropped.
+    """
+    pool = dict(hydrated)
+    pool.update(hydrate(eligible, (hit.target_id for hit in hits if hit.target_id not in pool)))
     for hit in hits:
         candidate = pool.get(hit.target_id)
         if candidate is None:

@@ -1,7 +1,8 @@
 """Recording what a recall rendered, in the render pass, bound to the exact bytes by a sha256.
 
 The ``RecallTrace`` with its items and the operator ``RetrievalEvent`` are written in one
-transaction; if either write fails the recall fails, so no context reaches a model unaudited.
+transaction; if either write fails the recall fails, so no context reaches a model unaudited. That
+transaction's commit does not wait for the WAL flush (see ``_in_trace_transaction``).
 A trace can be re-rendered from its own rows (``rerender``): the items, the labels they were shown
 with and the correction lines reproduce ``rendered_sha256``, which is what makes it trustworthy.
 
@@ -11,9 +12,10 @@ requester in the same transaction: repeated misses are a formation signal.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -26,12 +28,37 @@ from memory.retrieval.eligibility import Perspective
 from memory.retrieval.query import RecallQuery
 from memory.retrieval.render import Labels, render_block, render_line
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@transaction.atomic
+def _in_trace_transaction(write: Callable[P, T]) -> Callable[P, T]:
+    """Run ``write`` atomically; in a transaction of its own, COMMIT does not wait for the WAL flush.
+
+    Safe for a trace: whatever later refers to it (a reply's provenance, the turn's ledger, a
+    correction) commits synchronously, and PostgreSQL flushes WAL in order, so that commit makes the
+    trace durable too. A crash within the WAL writer's delay (200 ms by default) can lose only the
+    trace of a recall nothing has referred to yet. Inside a caller's transaction the setting is left
+    alone, so the caller's other writes keep their durability.
+    """
+
+    @functools.wraps(write)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        outermost = not connection.in_atomic_block
+        with transaction.atomic():
+            if outermost:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            return write(*args, **kwargs)
+
+    return wrapper
+
+
+@_in_trace_transaction
 def record(
     *,
     perspective: Perspective,

@@ -18,10 +18,10 @@ from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public
 
 pytestmark = pytest.mark.django_db
 
-#: The statements of one lexical recall: the arms (1), hydration (1), conflicts (1), actor labels (1),
-#: and the trace write inside its own savepoint (savepoint, trace, items, retrieval event, release: 5).
+#: The statements of one lexical recall: the arms with the hydration of their hits (1), actor labels
+#: (1), and the trace write inside its own savepoint (savepoint, trace, items, retrieval event, release: 5).
 #: Where pgvector exists, one more: the semantic arm's live-generation lookup (none exists here).
-LEXICAL_RECALL_QUERIES = 9
+LEXICAL_RECALL_QUERIES = 7
 
 PLACES = (
     "Lisbon",

@@ -267,10 +267,32 @@ def plan_agent(tenant: Tenant, spec: Spec, index: int, texts: list[str]) -> tupl
         )
         for _, audience, thread in rooms
     )
+    rows = plan_messages(
+        conversations,
+        weights=[w for w, _, _ in rooms],
+        everyone=[p.pk for p in people],
+        count=spec.messages_of(index),
+        texts=texts,
+        rng=rng,
+    )
+    return agent, rows
+
+
+def plan_messages(
+    conversations: list[Conversation],
+    *,
+    weights: list[float],
+    everyone: list[int],
+    count: int,
+    texts: list[str],
+    rng: random.Random,
+) -> list[tuple[Any, ...]]:
+    """``count`` message rows (for ``load_batch``) dealt over ``conversations`` by ``weights``, each
+    said by a reader of its conversation (anyone of ``everyone`` where all may read) and dated over the
+    two years before the corpus epoch."""
     sizes = [0] * len(conversations)
-    for choice in rng.choices(range(len(conversations)), weights=[w for w, _, _ in rooms], k=spec.messages_of(index)):
+    for choice in rng.choices(range(len(conversations)), weights=weights, k=count):
         sizes[choice] += 1
-    everyone = [p.pk for p in people]
     rows: list[tuple[Any, ...]] = []
     for conversation, size in zip(conversations, sizes, strict=True):
         speakers = list(conversation.audience_readers) or everyone
@@ -281,7 +303,7 @@ def plan_agent(tenant: Tenant, spec: Spec, index: int, texts: list[str]) -> tupl
             created_at = CORPUS_EPOCH - timedelta(minutes=SPAN_MINUTES - minute, seconds=rng.randrange(60))
             rows.append(
                 (
-                    agent.pk,
+                    conversation.agent_id,
                     conversation.pk,
                     rng.choice(speakers),
                     texts[(offset + position) % len(texts)],
@@ -291,7 +313,7 @@ def plan_agent(tenant: Tenant, spec: Spec, index: int, texts: list[str]) -> tupl
                     created_at,
                 )
             )
-    return agent, rows
+    return rows
 
 
 def load_batch(rows: list[tuple[Any, ...]]) -> None:

@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -65,7 +66,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        worker = self.worker_throughput(options["texts"], options["locomo"])
+        worker = worker_throughput(options["texts"], options["locomo"])
         texts_per_s = worker["texts"] / worker["seconds"]
         self.stdout.write(
             f"worker: {worker['texts']} texts in {worker['seconds']:.1f}s = {texts_per_s:.0f} texts/s "
@@ -79,44 +80,10 @@ class Command(BaseCommand):
         else:
             spec = Spec(revisions=options["revisions"], agents=options["agents"], seed=options["seed"])
             agents, _ = ensure_corpus(spec)
-            self.embed_corpus(agents)
+            embed_corpus(agents, self.stdout.write)
             p50, p95 = self.time_recall(agents, spec, options["queries"])
             result.update(recall_p50_ms=round(p50, 3), recall_p95_ms=round(p95, 3), revisions=spec.revisions)
         self.stdout.write(json.dumps(result))
-
-    def worker_throughput(self, texts: int, locomo: str) -> dict[str, float]:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
-        completed = subprocess.run(
-            [sys.executable, "-c", WORKER_SCRIPT, str(texts), locomo],
-            cwd=settings.BASE_DIR,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return dict(json.loads(completed.stdout.strip().splitlines()[-1]))
-
-    def embed_corpus(self, agents: list[Any]) -> None:
-        generation = ensure_generation()
-        missing = MemoryRevision.objects.filter(agent__in=agents).exclude(
-            pk__in=RevisionEmbedding.objects.filter(generation=generation).values("revision_id")
-        )
-        total = missing.count()
-        if not total:
-            self.stdout.write("corpus vectors reused")
-            return
-        started = time.perf_counter()
-        bar = tqdm(total=total, unit="rev", desc="embedding corpus", disable=None)
-        last_id = 0
-        while batch := list(missing.filter(pk__gt=last_id).order_by("pk").only("id", "agent_id", "body")[:256]):
-            with transaction.atomic():
-                _embed_revisions(generation, batch)
-            last_id = batch[-1].pk
-            bar.update(len(batch))
-        bar.close()
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE memory_revisionembedding")
-        self.stdout.write(f"embedded {total} revisions in {time.perf_counter() - started:.1f}s")
 
     def time_recall(self, agents: list[Any], spec: Spec, queries: int) -> tuple[float, float]:
         bench = Bench.load(agents, random.Random(spec.seed * 7919 + queries))
@@ -127,3 +94,42 @@ class Command(BaseCommand):
         p50, p95 = percentile(values, 50), percentile(values, 95)
         self.stdout.write(f"recall with the semantic arm x{len(values)}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
         return p50, p95
+
+
+def worker_throughput(texts: int, locomo: str) -> dict[str, float]:
+    """Embed ``texts`` LoCoMo turns in a process of their own, as one worker does: ``texts``, ``seconds``
+    (the embedding alone, the model loaded) and the process's ``peak_mb``."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    completed = subprocess.run(
+        [sys.executable, "-c", WORKER_SCRIPT, str(texts), locomo],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(completed.stdout.strip().splitlines()[-1]))
+
+
+def embed_corpus(agents: list[Any], write: Callable[[str], Any]) -> None:
+    """Vectors of the live generation for every revision of ``agents`` that has none yet."""
+    generation = ensure_generation()
+    missing = MemoryRevision.objects.filter(agent__in=agents).exclude(
+        pk__in=RevisionEmbedding.objects.filter(generation=generation).values("revision_id")
+    )
+    total = missing.count()
+    if not total:
+        write("corpus vectors reused")
+        return
+    started = time.perf_counter()
+    bar = tqdm(total=total, unit="rev", desc="embedding corpus", disable=None)
+    last_id = 0
+    while batch := list(missing.filter(pk__gt=last_id).order_by("pk").only("id", "agent_id", "body")[:256]):
+        with transaction.atomic():
+            _embed_revisions(generation, batch)
+        last_id = batch[-1].pk
+        bar.update(len(batch))
+    bar.close()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_revisionembedding")
+    write(f"embedded {total} revisions in {time.perf_counter() - started:.1f}s")

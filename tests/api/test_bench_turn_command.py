@@ -4,6 +4,7 @@ turns through HTTP over many conversations and ends with one JSON line of per-st
 from __future__ import annotations
 
 import json
+from collections import Counter
 from io import StringIO
 
 import pytest
@@ -54,9 +55,7 @@ def test_bench_turn_ends_conversations_and_opens_a_session_per_conversation(tran
 
     replies = Message.objects.filter(direction="outbound")
     assert replies.count() == 60
-    per_conversation = {}
-    for conversation_id in replies.values_list("conversation_id", flat=True):
-        per_conversation[conversation_id] = per_conversation.get(conversation_id, 0) + 1
+    per_conversation = Counter(replies.values_list("conversation_id", flat=True))
     assert max(per_conversation.values()) <= 2
     assert len(per_conversation) == result["conversations"] >= 30
     assert Session.objects.filter(conversation_id__in=per_conversation).count() == len(per_conversation)

@@ -12,7 +12,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Func, Q
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from config.triggers import must_hold
@@ -176,6 +176,26 @@ class MessageSourceEvidence(models.Model):
         triggers = [protect_rows("append_only")]
 
 
+def agent_terms() -> Func:
+    """A sidecar's terms qualified by its agent (``engram_agent_lexemes``), for the GIN index.
+
+    A plain GIN index on ``tsv`` holds one posting list per term across every agent, so a common
+    word costs a scan of every agent's matches before the agent filter narrows it. Qualified terms
+    give each agent its own posting lists: a search reads only its own agent's matches. Queries match
+    them with ``agent_terms_match``.
+    """
+    return Func(F("agent_id"), F("tsv"), function="engram_agent_lexemes", output_field=SearchVectorField())
+
+
+def agent_terms_match(agent: str, query_text: str) -> str:
+    """SQL: sidecar ``d`` (of agent ``agent``) matches the OR'd terms of ``query_text``, through the
+    agent-qualified index. Both arguments are SQL expressions (parameters)."""
+    return (
+        f"d.agent_id = {agent} AND engram_agent_lexemes(d.agent_id, d.tsv)"
+        f" @@ engram_agent_search_query({agent}, {query_text})"
+    )
+
+
 class MessageSearchDocument(models.Model):
     """Full-text sidecar of ``Message.body``, written only by the message triggers.
 
@@ -191,7 +211,7 @@ class MessageSearchDocument(models.Model):
 
     class Meta:
         indexes = [
-            GinIndex(fields=["tsv"], name="message_search_tsv"),
+            GinIndex(agent_terms(), name="message_search_agent_terms"),
             models.Index(fields=["agent_id"], name="message_search_agent"),
         ]
 

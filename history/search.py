@@ -38,7 +38,7 @@ from django.utils import timezone
 from accounts.models import Actor, IdentityLink
 from config.audit import audit_digest
 from config.errors import Unprocessable
-from history.models import ConversationSearchEvent, Turn
+from history.models import ConversationSearchEvent, Turn, agent_terms_match
 from memory.embeddings.search import semantic_providers
 from memory.retrieval.eligibility import EligibleMessages, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
@@ -407,7 +407,7 @@ _POOL_AND_COUNTS = """
 WITH matches AS MATERIALIZED (
     SELECT d.message_id, {lexical_rank} AS lex
     FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
-    WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q
+    WHERE {terms_match}
     ORDER BY lex DESC, d.message_id DESC
     {scan}
 ),
@@ -438,6 +438,7 @@ def _pool_and_counts(
     for step in SCAN_STEPS:
         sql = _POOL_AND_COUNTS.format(
             lexical_rank=LEXICAL_RANK,
+            terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
             scan=f"LIMIT {step}" if step else "",
             verdict=verdict,
             owned=eligible.owned(),

@@ -24,7 +24,16 @@ from django.utils import timezone
 from accounts.models import Actor, RuntimeAgent
 from config.triggers import must_hold
 from history.audience import AudienceColumns, audience_shape_constraint
-from history.models import Conversation, Message, Session, Turn, enqueue_index_work, protect_rows, sidecar_triggers
+from history.models import (
+    Conversation,
+    Message,
+    Session,
+    Turn,
+    agent_terms,
+    enqueue_index_work,
+    protect_rows,
+    sidecar_triggers,
+)
 from memory.fields import vector_field
 
 
@@ -246,7 +255,7 @@ class RevisionSearchDocument(models.Model):
 
     class Meta:
         indexes = [
-            GinIndex(fields=["tsv"], name="revision_search_tsv"),
+            GinIndex(agent_terms(), name="revision_search_agent_terms"),
             models.Index(fields=["agent_id"], name="revision_search_agent"),
         ]
 

@@ -16,12 +16,15 @@ from typing import Any, Protocol
 
 from django.db import connection
 
+from history.models import agent_terms_match
 from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_from_row
 from memory.retrieval.eligibility import EligibleRevisions
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
 ARM_CAP = 200
+#: The lexical match, through the sidecar's agent-qualified terms index.
+TERMS_MATCH = agent_terms_match("%(el_agent)s", "%(q_text)s")
 #: Leading columns of an arms row: arm, revision id, rank, score, withheld count; hydration follows.
 HIT_COLUMNS = 5
 
@@ -87,7 +90,7 @@ def sql_arms(
             " ts_rank_cd(d.tsv, q.q)::float8 AS score"
             " FROM el JOIN memory_revisionsearchdocument d ON d.revision_id = el.revision_id,"
             " (SELECT engram_search_query(%(q_text)s) AS q) q"
-            " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ q.q"
+            f" WHERE {TERMS_MATCH}"
             " ORDER BY rank LIMIT %(q_cap)s) lexical"
         )
     # For a non-empty query, subject and conversation only boost (they are features computed at
@@ -146,7 +149,7 @@ def sql_arms(
         withheld = (
             f"(SELECT count(*) FROM ({eligible.withheld_unknown_sql()}) wu"
             " JOIN memory_revisionsearchdocument d ON d.revision_id = wu.revision_id"
-            " WHERE d.agent_id = %(el_agent)s AND d.tsv @@ engram_search_query(%(q_text)s))"
+            f" WHERE {TERMS_MATCH})"
         )
     union = " UNION ALL ".join(branches)
     # Hits are hydrated in the same statement (same snapshot, one round trip); a statement with no

@@ -104,7 +104,11 @@ class Message(AudienceColumns):
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="messages")
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
-    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="messages")
+    # Indexed by ``message_actor_conversation`` (actor first), which also answers "did this person
+    # speak in these conversations" with one index probe per conversation.
+    actor = models.ForeignKey(
+        Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="messages", db_index=False
+    )
     direction = models.CharField(max_length=10, choices=MessageDirection.choices)
     # NULL (not "") when the connector gave no id, so the uniqueness below ignores it.
     external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
@@ -136,6 +140,7 @@ class Message(AudienceColumns):
         indexes = [
             models.Index(fields=["conversation", "created_at", "id"], name="message_conversation_time"),
             models.Index(fields=["agent", "created_at"], name="message_agent_time"),
+            models.Index(fields=["actor", "conversation"], name="message_actor_conversation"),
         ]
         triggers = [
             protect_rows("append_only"),

@@ -541,10 +541,12 @@ def _conversations_spoken_in(agent_id: int, requester_ids: set[int], conversatio
     if not requester_ids or not conversation_ids:
         return set()
     with connection.cursor() as cursor:
+        # One probe of (actor, conversation) per conversation, not a read of everything they wrote.
         cursor.execute(
-            "SELECT DISTINCT conversation_id FROM history_message WHERE agent_id = %s"
-            " AND conversation_id = ANY(%s::bigint[]) AND actor_id = ANY(%s::bigint[])",
-            [agent_id, sorted(conversation_ids), sorted(requester_ids)],
+            "SELECT c.id FROM unnest(%s::bigint[]) AS c(id) WHERE EXISTS ("
+            " SELECT 1 FROM history_message m WHERE m.actor_id = ANY(%s::bigint[]) AND m.conversation_id = c.id"
+            " AND m.agent_id = %s)",
+            [sorted(conversation_ids), sorted(requester_ids), agent_id],
         )
         return {row[0] for row in cursor.fetchall()}
 

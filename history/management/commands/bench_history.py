@@ -54,7 +54,7 @@ from tqdm import tqdm
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
 from history.audience import Audience
 from history.locomo import load_locomo
-from history.models import Conversation, Message
+from history.models import Conversation, Message, agent_terms_match
 from history.search import HistoryQuery, search_history
 from memory.bench.corpus import CorpusSpec, locomo_dev_path
 from memory.bench.stats import percentile
@@ -76,16 +76,23 @@ RARE_MAX_DOCS = 3
 NEGATIONS = {"not", "no", "never", "nor", "without", "cannot"}
 _WORD = re.compile(r"[a-z]{4,}")
 
+#: The sidecar query search rests on: the service's own match (through the agent-qualified terms
+#: index), ranked by ``ts_rank_cd``. Its parameters are ``bare_params``.
 BARE_SQL = (
     "SELECT d.message_id FROM history_messagesearchdocument d"
-    " WHERE d.agent_id = %s AND d.tsv @@ engram_search_query(%s)"
+    f" WHERE {agent_terms_match('%s', '%s')}"
     " ORDER BY ts_rank_cd(d.tsv, engram_search_query(%s)) DESC LIMIT 200"
 )
 GENERIC_SQL = (
     "PREPARE bench_history_probe(bigint, text) AS SELECT d.message_id FROM history_messagesearchdocument d"
-    " WHERE d.agent_id = $1 AND d.tsv @@ engram_search_query($2)"
+    f" WHERE {agent_terms_match('$1', '$2')}"
     " ORDER BY ts_rank_cd(d.tsv, engram_search_query($2)) DESC LIMIT 200"
 )
+
+
+def bare_params(agent_id: int, text: str) -> list[int | str]:
+    """The parameters of ``BARE_SQL`` (and of any sidecar query written like it) for one search."""
+    return [agent_id, agent_id, text, text]
 
 
 class Spec(CorpusSpec):
@@ -418,7 +425,7 @@ def _explain(cursor: Any, sql: str, params: Any = None) -> tuple[list[str], floa
 
 def measure_sql(agent_id: int, term: str) -> SqlMeasurement:
     """Median of repeated runs of the bare sidecar query, with a custom plan and with a generic one."""
-    params: list[int | str] = [agent_id, term, term]
+    params = bare_params(agent_id, term)
     executions, plannings, client = [], [], []
     plan: list[str] = []
     with connection.cursor() as cursor:

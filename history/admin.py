@@ -16,15 +16,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import PermissionDenied
-from django.db.models import BooleanField, F, Func, Q, QuerySet, Value
+from django.db.models import BigIntegerField, BooleanField, F, Func, Q, QuerySet, Value
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern
 from django.utils.html import format_html_join
 
-from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, TenantScopedAdmin
-from accounts.models import Actor
+from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, TenantScopedAdmin, operator_tenant_ids
+from accounts.models import Actor, RuntimeAgent
 from history.audience import AudienceColumns
 from history.models import (
     Conversation,
@@ -53,15 +55,24 @@ class _Matches(Func):
     output_field = BooleanField()
 
 
-def fulltext_search(queryset: QuerySet[Any], search_term: str, tsv_path: str) -> QuerySet[Any]:
-    """Search through the trigger-maintained sidecar (its GIN index) instead of scanning bodies, with
-    the same ``engram_search_query`` every other reader uses."""
+def fulltext_search(
+    request: HttpRequest, queryset: QuerySet[Any], search_term: str, document_path: str
+) -> QuerySet[Any]:
+    """Search through the trigger-maintained sidecar at ``document_path`` and its agent-qualified GIN
+    index (``engram_agent_lexemes``) instead of scanning bodies, with the terms every other reader
+    uses: any of the words, in any agent the operator may see."""
     term = search_term.strip()
     if not term:
         return queryset
     if term.isdigit():
         return queryset.filter(pk=int(term))
-    return queryset.filter(_Matches(F(tsv_path), Func(Value(term), function="engram_search_query")))
+    agents = RuntimeAgent.objects.all()
+    tenant_ids = operator_tenant_ids(request)
+    if tenant_ids is not None:
+        agents = agents.filter(tenant__in=tenant_ids)
+    agent_ids = Cast(Value(list(agents.values_list("pk", flat=True))), ArrayField(BigIntegerField()))
+    terms = Func(F(f"{document_path}__agent_id"), F(f"{document_path}__tsv"), function="engram_agent_lexemes")
+    return queryset.filter(_Matches(terms, Func(agent_ids, Value(term), function="engram_agents_search_query")))
 
 
 def audience_text(obj: AudienceColumns) -> str:
@@ -296,7 +307,7 @@ class MessageAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
     ) -> tuple[QuerySet[Message], bool]:
-        return fulltext_search(queryset, search_term, "search_document__tsv"), False
+        return fulltext_search(request, queryset, search_term, "search_document"), False
 
     @admin.display(description="body")
     def excerpt(self, obj: Message) -> str:

@@ -237,7 +237,7 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[MemoryEntry], search_term: str
     ) -> tuple[QuerySet[MemoryEntry], bool]:
-        return fulltext_search(queryset, search_term, "current_revision__search_document__tsv"), False
+        return fulltext_search(request, queryset, search_term, "current_revision__search_document"), False
 
     def get_urls(self) -> list[URLPattern]:
         return [
@@ -451,7 +451,7 @@ class MemoryRevisionAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[MemoryRevision], search_term: str
     ) -> tuple[QuerySet[MemoryRevision], bool]:
-        return fulltext_search(queryset, search_term, "search_document__tsv"), False
+        return fulltext_search(request, queryset, search_term, "search_document"), False
 
     @admin.display(description="body")
     def excerpt(self, obj: MemoryRevision) -> str:

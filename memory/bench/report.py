@@ -16,6 +16,7 @@ SIZE_SERIES = (
 )
 SQL_SERIES = (("sql_rare_ms", "sidecar SQL, rare term"), ("sql_common_ms", "sidecar SQL, common term"))
 RECALL_AT = (1, 5, 10, 20)
+ARMS = {True: "lexical and semantic arms", False: "lexical arms"}
 STATUS = {"built": "built by this run", "reused": "reused from an earlier run"}
 
 
@@ -129,7 +130,8 @@ def markdown(result: dict[str, Any], paths: dict[str, Path]) -> str:
             f"{_ms(result[f'{key}_bare_p50_ms'])} | {_ratio(overhead[key])} |"
         )
     lines += [
-        f"| full HTTP turn ({result['turns']} turns a repeat) | {_ms(result['turn_p50_ms'])} | "
+        f"| full HTTP turn ({result['turns']} turns a repeat, {ARMS[result['turn_semantic']]}) | "
+        f"{_ms(result['turn_p50_ms'])} | "
         f"{_ms(result['turn_p95_ms'])} | | |",
         "",
         "HTTP turn steps, p50 / p95 ms: "

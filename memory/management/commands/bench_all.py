@@ -263,6 +263,8 @@ class Command(BaseCommand):
             "turn_p50_ms": turn["p50_ms"],
             "turn_p95_ms": turn["p95_ms"],
             "turn_steps": turn["steps"],
+            # With a live generation the turns' recall and history search run their semantic arms too.
+            "turn_semantic": semantic_enabled() and live_generation() is not None,
             "ingest_messages_per_s": round(ingest["service"], 1),
             "ingest_bare_messages_per_s": round(ingest["bare"], 1),
             "embed_texts_per_s": round(embed_rate, 1),

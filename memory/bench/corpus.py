@@ -8,11 +8,37 @@ share whatever else the database holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from django.conf import settings
+from django.db import connection
+
+#: The tables a corpus load writes, with the search sidecars whose GIN indexes it fills.
+CORPUS_TABLES = (
+    "history_conversation",
+    "history_message",
+    "history_messagesearchdocument",
+    "history_messagesourceevidence",
+    "memory_memoryentry",
+    "memory_memoryrevision",
+    "memory_revisionsearchdocument",
+    "memory_memoryevidence",
+    "memory_sharinggrant",
+)
+
+
+def settle(tables: Sequence[str] = CORPUS_TABLES) -> None:
+    """Bring freshly loaded tables to the state a running system keeps them in before measuring:
+    planner statistics and, outside a transaction, GIN pending lists emptied (``VACUUM (ANALYZE)``, as
+    autovacuum does). A plain ``ANALYZE`` leaves a bulk load's entries in the pending lists, which
+    every search then scans. VACUUM cannot run inside a transaction (a test's): there ANALYZE alone
+    still gives the planner its statistics."""
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"{'ANALYZE' if connection.in_atomic_block else 'VACUUM (ANALYZE)'} {table}")
 
 
 def locomo_dev_path() -> Path:

@@ -56,7 +56,7 @@ from history.audience import Audience
 from history.locomo import load_locomo
 from history.models import Conversation, Message, agent_terms_match
 from history.search import HistoryQuery, search_history
-from memory.bench.corpus import CorpusSpec, locomo_dev_path
+from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
 from memory.bench.stats import percentile
 from memory.retrieval.eligibility import perspective_for_conversation
 
@@ -219,7 +219,7 @@ def ensure_corpus(spec: Spec, texts: list[str], *, quiet: bool = False) -> tuple
                 batch = rows[start : start + BATCH]
                 load_batch(batch)
                 progress.update(len(batch))
-    analyze()
+    settle()
     return agents, True
 
 
@@ -363,19 +363,6 @@ def load_batch(rows: list[tuple[Any, ...]]) -> None:
         ) as copy:
             for message_id, row in zip(ids, rows, strict=True):
                 copy.write_row((message_id, "connector_signed", '{"bench": "history"}', row[-1]))
-
-
-def analyze() -> None:
-    tables = (
-        "history_message",
-        "history_messagesearchdocument",
-        "history_messagesourceevidence",
-        "history_conversation",
-    )
-    with connection.cursor() as cursor:
-        for table in tables:
-            # VACUUM cannot run inside a transaction (a test's); ANALYZE alone still gives the planner its statistics.
-            cursor.execute(f"{'ANALYZE' if connection.in_atomic_block else 'VACUUM (ANALYZE)'} {table}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ from history.management.commands.eval_locomo import evaluate_conversation
 from history.models import Conversation, Message, agent_terms_match
 from history.search import MAX_LIMIT
 from history.services import IngestItem, messages_ingest_batch
-from memory.bench.corpus import CorpusSpec, locomo_dev_path
+from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
 from memory.bench.report import write_report
 from memory.bench.stats import percentile
 from memory.embeddings.index import live_generation, semantic_enabled
@@ -104,13 +104,6 @@ RECALL_BARE_SQL = (
 VECTOR_BARE_SQL = (
     "SELECT v.revision_id FROM memory_revisionembedding v WHERE v.agent_id = %s AND v.generation_id = %s"
     " ORDER BY v.vector::vector({dims}) <=> %s::vector({dims}) LIMIT 50"
-)
-MEMORY_TABLES = (
-    "memory_memoryentry",
-    "memory_memoryrevision",
-    "memory_revisionsearchdocument",
-    "memory_memoryevidence",
-    "memory_sharinggrant",
 )
 #: An index a plan reads, in ``EXPLAIN`` text.
 PLAN_INDEX = re.compile(r"Index (?:Only )?Scan (?:using|on) (\w+)")
@@ -209,7 +202,7 @@ class Command(BaseCommand):
             step = time.monotonic()
             agents, built = corpus.ensure(upto, quiet=quiet)
             built_any |= built
-            analyze()
+            settle()
             messages, revisions = spec.totals(upto)
             self.stdout.write(
                 f"corpus {'built' if built else 'reused'}: {upto} agents, {messages:,} messages, {revisions:,} "
@@ -455,13 +448,6 @@ class Corpus:
             rng=rng,
         )
         return agent, rows
-
-
-def analyze() -> None:
-    bench_history.analyze()
-    with connection.cursor() as cursor:
-        for table in MEMORY_TABLES:
-            cursor.execute(f"ANALYZE {table}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,8 +12,9 @@ The corpus is written with bulk SQL (COPY into a staging table, then ``INSERT ..
 table, one transaction per agent); the sidecar triggers index the text as rows arrive. The
 benchmark corpus is lexical only, so its inserts queue no embedding work.
 
-Then it ANALYZEs, warms up, and times ``recall()`` for Q questions of 1-4 corpus words, each from a
-random conversation of a random agent, and prints p50/p95/p99. The last line is one JSON object.
+Then it settles the tables (``VACUUM (ANALYZE)``), warms up, and times ``recall()`` for Q questions of
+1-4 corpus words, each from a random conversation of a random agent, and prints p50/p95/p99. The
+last line is one JSON object.
 ``--explain`` prints EXPLAIN ANALYZE of the arms statement of the slowest and the median question.
 """
 
@@ -37,7 +38,7 @@ from tqdm import tqdm
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
 from history.audience import Audience
 from history.models import Conversation
-from memory.bench.corpus import CorpusSpec, locomo_dev_path
+from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
 from memory.bench.stats import percentile
 from memory.models import MemoryEntry
 from memory.retrieval.eligibility import perspective_for_conversation
@@ -139,16 +140,7 @@ class Command(BaseCommand):
         verb = "built" if built else "reused"
         self.stdout.write(f"corpus {verb}: {spec.revisions} revisions over {spec.agents} agents in {elapsed:.1f}s")
 
-        with connection.cursor() as cursor:
-            for table in (
-                "memory_memoryentry",
-                "memory_memoryrevision",
-                "memory_revisionsearchdocument",
-                "memory_memoryevidence",
-                "memory_sharinggrant",
-                "history_message",
-            ):
-                cursor.execute(f"ANALYZE {table}")
+        settle()
         bench = Bench.load(agents, random.Random(spec.seed * 7919 + options["queries"]))
         for _ in range(WARMUP):
             bench.run_one()

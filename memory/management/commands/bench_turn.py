@@ -50,6 +50,7 @@ from django.db import connection, transaction
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation, Message
+from memory.bench.corpus import settle
 from memory.bench.server import served
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
@@ -103,9 +104,7 @@ class Command(BaseCommand):
             f"corpus {'built' if built else 'reused'} in {seconds:.1f} s: agent {agent.name}, "
             f"{spec.revisions} memories, {spec.messages} messages"
         )
-        with connection.cursor() as cursor:
-            for table in ("history_message", "memory_memoryentry", "memory_memoryrevision"):
-                cursor.execute(f"ANALYZE {table}")
+        settle()
 
         rng = random.Random(spec.seed * 7919 + options["turns"])
         script = Script.load(agent, rng, per_conversation=options["per_conversation"])

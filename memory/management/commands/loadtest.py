@@ -36,11 +36,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
+from django.db import transaction
 
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation
+from memory.bench.corpus import settle
 from memory.bench.server import served, server_env
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import Spec, Statements, build_agent
@@ -101,9 +102,7 @@ class Command(BaseCommand):
             f"corpus {'built' if built else 'reused'} in {time.perf_counter() - started:.1f} s: {spec.agents} agents, "
             f"{spec.revisions} memories, {spec.messages} messages (tenant {TENANT_SLUG})"
         )
-        with connection.cursor() as cursor:
-            for table in ("history_message", "memory_memoryentry", "memory_memoryrevision"):
-                cursor.execute(f"ANALYZE {table}")
+        settle()
         plan = build_plan(agents, random.Random(spec.seed))
 
         with tempfile.TemporaryDirectory(prefix="engram-loadtest-") as scratch:

@@ -96,6 +96,9 @@ else:
             "CONN_MAX_AGE": 60,
         }
     }
+# Engram's statements are short OLTP reads and writes; JIT compilation, when the planner's cost estimate
+# crosses its threshold, costs more than it saves (several ms per call of the lineage function alone).
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
 # Separate test databases let several test runs share one server.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
 # A persistent connection outlives a database restart: check it before each request's first query, so

@@ -36,7 +36,6 @@ from datetime import datetime, timedelta
 from itertools import cycle, islice
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from accounts.models import Connector
@@ -573,11 +572,6 @@ def test_history_search_never_returns_what_the_oracle_forbids() -> None:
             "accounts_identitylink",
         )
     )
-    with connection.cursor() as cursor:
-        # Speed only, never results: where the server has JIT (the lexical-only PostgreSQL 15), the
-        # lineage function's recursive walk is estimated past jit_above_cost and compiled on every
-        # call (~8 ms against <1 ms), which would make thousands of searches take minutes.
-        cursor.execute("SET LOCAL jit = off")
     built = time.perf_counter() - started
     oracle = TranscriptOracle.load()
     everyone = [m for t in transcripts.values() for m in t.lines]

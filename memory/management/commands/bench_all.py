@@ -25,7 +25,8 @@ question, the bare sidecar SQL it rests on; the bare sidecar query for a rare an
 
 - memory recall p50/p95 with the semantic arm (hybrid) over the first size's agents, whose revisions
   are embedded once and kept (``bench_embed``);
-- full HTTP turns p50/p95 through gunicorn, spread over conversations (``bench_turn``);
+- full HTTP turns p50/p95 through gunicorn, spread over conversations (``bench_turn``), their
+  recall and history search with the semantic arms on once a live embedding generation exists;
 - ingest throughput: messages/s through ``messages_ingest_batch`` in batches of 500 into existing
   conversations, and through bare INSERTs of the same rows, both rolled back (so the commit is not
   timed, and a rerun finds the corpus as it was);
@@ -33,6 +34,8 @@ question, the bare sidecar SQL it rests on; the bare sidecar query for a rare an
 - recall@k (k = 1-20) on LoCoMo, as ``eval_locomo`` scores it, for turns (history search) and
   observations (memory recall), lexical and, where the database has pgvector, hybrid; rolled back.
 
+Questions, turns, ingested messages and embedded texts per repetition follow the square root of
+``--scale`` (300, 200, 10,000 and 2,048 at scale 1), so small runs stay short and large ones steady.
 The service / bare SQL ratios say what each service call adds to the statement it rests on: its
 eligibility checks, ranking, rendering, trace and audit rows.
 

@@ -18,7 +18,7 @@ from django.db import connection
 
 from history.models import agent_terms_match
 from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_from_row
-from memory.retrieval.eligibility import EligibleRevisions
+from memory.retrieval.eligibility import ELIGIBLE_ROWS_BY_ID, EligibleRevisions
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
@@ -152,11 +152,13 @@ def sql_arms(
             f" WHERE {TERMS_MATCH})"
         )
     union = " UNION ALL ".join(branches)
-    # Hits are hydrated in the same statement (same snapshot, one round trip); a statement with no
-    # hits still returns one row carrying the withheld count.
+    # Hits are hydrated in the same statement (same snapshot, one round trip). Every hit was drawn
+    # from ``el`` in this statement, so its rows are read by id without applying eligibility twice.
+    # A statement with no hits still returns one row carrying the withheld count.
+    hit_rows = ELIGIBLE_ROWS_BY_ID.format(ids="SELECT revision_id FROM hits")
     sql = (
         f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits(arm, revision_id, rank, score) AS ({union}), "
-        f"hydrated AS (SELECT {HYDRATED_COLUMNS} FROM el WHERE el.revision_id IN (SELECT revision_id FROM hits)) "
+        f"hydrated AS (SELECT {HYDRATED_COLUMNS} FROM ({hit_rows}) el) "
         f"SELECT h.arm, h.revision_id, h.rank, h.score, w.withheld, hydrated.* "
         f"FROM (SELECT {withheld} AS withheld) w LEFT JOIN hits h ON TRUE "
         "LEFT JOIN hydrated ON hydrated.revision_id = h.revision_id"

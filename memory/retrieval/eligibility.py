@@ -48,6 +48,14 @@ ELIGIBLE_COLUMNS = (
 )
 
 
+#: The ``ELIGIBLE_COLUMNS`` of revisions given by id (``{ids}``: a subquery), with no eligibility
+#: rule: only for ids drawn from an eligible set in the same statement (one snapshot).
+ELIGIBLE_ROWS_BY_ID = (
+    f"SELECT {ELIGIBLE_COLUMNS} FROM memory_memoryrevision r JOIN memory_memoryentry e ON e.id = r.entry_id"
+    " WHERE r.agent_id = %(el_agent)s AND r.id IN ({ids})"
+)
+
+
 @dataclass(frozen=True)
 class Perspective:
     """Who is asking, bound from credentials and the turn, never from request arguments."""

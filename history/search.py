@@ -52,10 +52,11 @@ MESSAGES_PER_HIT = 1 + 2 * NEIGHBOURS
 #: Per-turn ceiling of distinct evidence messages; well under the lineage caps (500 history ids).
 TURN_EVIDENCE_CEILING = 400
 CANDIDATE_CAP = 200
-#: Lexical matches taken from the sidecar (best ``ts_rank_cd`` first) before eligibility and filters
+#: Lexical matches taken from the sidecar (best ``ts_rank`` first) before eligibility and filters
 #: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens.
-#: The exclusion counts are computed over the same scan, so they hold up to this ceiling.
-SCAN_STEPS = (1_000, 5_000, 25_000, None)
+#: The first step is 2.5 x the cap: most searches fill the pool from it, and every match scanned is
+#: judged (for the exclusion counts, which hold up to this ceiling).
+SCAN_STEPS = (500, 2_500, 25_000, None)
 RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
 CURRENT_WINDOW = 30

@@ -16,18 +16,11 @@ from typing import ClassVar
 from django.conf import settings
 from django.db import connection
 
-#: The tables a corpus load writes, with the search sidecars whose GIN indexes it fills.
-CORPUS_TABLES = (
-    "history_conversation",
-    "history_message",
-    "history_messagesearchdocument",
-    "history_messagesourceevidence",
-    "memory_memoryentry",
-    "memory_memoryrevision",
-    "memory_revisionsearchdocument",
-    "memory_memoryevidence",
-    "memory_sharinggrant",
-)
+from history.management.commands.eval_locomo import ANALYZED_TABLES
+
+#: The tables a corpus load writes (those the LoCoMo evaluation analyses after its import, the search
+#: sidecars and vectors among them) and the grants recall's eligibility reads.
+CORPUS_TABLES = (*ANALYZED_TABLES, "memory_sharinggrant")
 
 
 def settle(tables: Sequence[str] = CORPUS_TABLES) -> None:

@@ -43,6 +43,9 @@ class _Semantic:
     name = "semantic"
     in_database = True
     floor = SIMILARITY_FLOOR
+    #: Size the search by the agent's vectors (cheap, an index count) rather than by its eligible
+    #: rows; either way the exact scan applies full eligibility to every row it returns.
+    size_by_vectors = False
 
     def __init__(self, generation: EmbeddingGeneration) -> None:
         self.generation = generation
@@ -56,28 +59,42 @@ class _Semantic:
         dims = int(self.generation.dims)
         distance = f"(v.vector::vector({dims}) <=> %(s_query)s::vector({dims}))"
         params = {**params, "s_generation": self.generation.pk, "s_limit": limit, "s_floor": 1 - self.floor}
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM ({eligible_sql}) el LIMIT {EXACT_LIMIT + 1}) n", params
+        vectors = (
+            f"JOIN {table} v ON v.{key} = el.{id_column} AND v.generation_id = %(s_generation)s AND v.dims = {dims}"
+        )
+        if self.size_by_vectors:
+            sized = (
+                f"WITH el AS NOT MATERIALIZED ({eligible_sql}), size AS (SELECT count(*) AS n FROM (SELECT 1"
+                f" FROM {table} s WHERE s.generation_id = %(s_generation)s AND s.agent_id = %(el_agent)s"
+                f" LIMIT {EXACT_LIMIT + 1}) s)"
             )
-            size = cursor.fetchone()[0]
-            if size <= EXACT_LIMIT:
-                sql = (
-                    f"SELECT el.{id_column}, {distance} AS d FROM ({eligible_sql}) el"
-                    f" JOIN {table} v ON v.{key} = el.{id_column} AND v.generation_id = %(s_generation)s"
-                    f" AND v.dims = {dims} WHERE {distance} <= %(s_floor)s ORDER BY d, el.{id_column} LIMIT %(s_limit)s"
-                )
-            else:
+        else:
+            sized = (
+                f"WITH el AS MATERIALIZED (SELECT el.{id_column} FROM ({eligible_sql}) el LIMIT {EXACT_LIMIT + 1}),"
+                " size AS (SELECT count(*) AS n FROM el)"
+            )
+        with connection.cursor() as cursor:
+            # One statement: the size decides between the exact scan and, when it is larger than
+            # EXACT_LIMIT, a single NULL row that sends the search to the HNSW path.
+            cursor.execute(
+                f"{sized} (SELECT el.{id_column}, {distance} AS d FROM el {vectors}"
+                f" WHERE (SELECT n FROM size) <= {EXACT_LIMIT} AND {distance} <= %(s_floor)s"
+                f" ORDER BY d, el.{id_column} LIMIT %(s_limit)s)"
+                f" UNION ALL SELECT NULL, NULL WHERE (SELECT n FROM size) > {EXACT_LIMIT}",
+                params,
+            )
+            rows = cursor.fetchall()
+            if rows and rows[0][0] is None:
                 cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
-                sql = (
+                cursor.execute(
                     f"WITH near AS (SELECT v.{key} AS target, {distance} AS d FROM {table} v"
                     f" WHERE v.generation_id = %(s_generation)s AND v.dims = {dims} AND v.agent_id = %(el_agent)s"
                     f" ORDER BY {distance} LIMIT {HNSW_CANDIDATES})"
                     f" SELECT near.target, near.d FROM near JOIN ({eligible_sql}) el ON el.{id_column} = near.target"
-                    " WHERE near.d <= %(s_floor)s ORDER BY near.d, near.target LIMIT %(s_limit)s"
+                    " WHERE near.d <= %(s_floor)s ORDER BY near.d, near.target LIMIT %(s_limit)s",
+                    params,
                 )
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+                rows = cursor.fetchall()
         return [
             ArmHit(self.name, int(target), rank, round(1 - float(d), 6)) for rank, (target, d) in enumerate(rows, 1)
         ]
@@ -102,6 +119,9 @@ class SemanticMessages(_Semantic):
     """History search's semantic arm."""
 
     floor = MESSAGE_SIMILARITY_FLOOR
+    # Message eligibility walks each agent reply's lineage: counting up to EXACT_LIMIT eligible
+    # messages to choose a path would cost more than either path.
+    size_by_vectors = True
 
     def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
         params = {**eligible.params(), "s_query": self._query_vector(text)}

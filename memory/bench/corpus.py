@@ -34,9 +34,19 @@ def settle(tables: Sequence[str] = CORPUS_TABLES) -> None:
             cursor.execute(f"{'ANALYZE' if connection.in_atomic_block else 'VACUUM (ANALYZE)'} {table}")
 
 
+#: Where the benchmark data folder (``bench/``) is looked for, in order, unless ENGRAM_BENCH_DIR names it:
+#: ``shared/`` beside the checkout, then the workspace's shared folder (a clone elsewhere still finds it).
+BENCH_DATA_CANDIDATES = (Path(settings.BASE_DIR).parent / "shared" / "bench", Path("/work/shared/bench"))
+
+
 def locomo_dev_path() -> Path:
-    """The LoCoMo dev file the corpora take their text from: ``shared/bench`` beside the checkout."""
-    return Path(settings.BASE_DIR).parent / "shared" / "bench" / "locomo" / "locomo_dev.json"
+    """The LoCoMo dev file the corpora take their text from: ``$ENGRAM_BENCH_DIR/locomo/locomo_dev.json``,
+    else the first of ``BENCH_DATA_CANDIDATES`` that holds it (the first, for the error, if none does)."""
+    relative = Path("locomo") / "locomo_dev.json"
+    if named := settings.ENGRAM_BENCH_DIR:
+        return Path(named) / relative
+    found = [folder / relative for folder in BENCH_DATA_CANDIDATES if (folder / relative).exists()]
+    return found[0] if found else BENCH_DATA_CANDIDATES[0] / relative
 
 
 def share(total: int, parts: int, index: int) -> int:

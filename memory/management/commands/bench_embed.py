@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 from tqdm import tqdm
 
+from memory.bench.corpus import locomo_dev_path
 from memory.bench.stats import percentile
 from memory.embeddings.index import _embed_revisions, ensure_generation, semantic_enabled
 from memory.management.commands.bench_recall import WARMUP, Bench, Spec, ensure_corpus
@@ -61,9 +62,7 @@ class Command(BaseCommand):
         parser.add_argument("--agents", type=int, default=20)
         parser.add_argument("--queries", type=int, default=300)
         parser.add_argument("--seed", type=int, default=1)
-        parser.add_argument(
-            "--locomo", default=str(settings.BASE_DIR.parent / "shared" / "bench" / "locomo" / "locomo_dev.json")
-        )
+        parser.add_argument("--locomo", default=str(locomo_dev_path()))
 
     def handle(self, *args: Any, **options: Any) -> None:
         worker = worker_throughput(options["texts"], options["locomo"])

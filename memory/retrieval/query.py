@@ -82,7 +82,7 @@ class RecallQuery:
     #: Policy suffixes the former adds (e.g. ``+owned-resources@1``), recorded in the trace.
     policy_tags: tuple[str, ...] = field(default=())
 
-    @property
+    @functools.cached_property
     def empty(self) -> bool:
         """No content words, or only those of a broad catch-up question."""
         return set(content_terms(self.text)) <= BROAD_WORDS

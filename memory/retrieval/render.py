@@ -11,7 +11,7 @@ renders to the same bytes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -69,13 +69,29 @@ class Packed:
     dropped_for_budget: list[int]
 
 
-def pack(ranked: Sequence[Candidate], labels: Labels, *, max_items: int, max_tokens: int) -> Packed:
-    """Fit whole items, in order, into both caps. Skipped items are recorded, never cut."""
+def pack(
+    ranked: Sequence[Candidate],
+    labels: Labels,
+    *,
+    max_items: int,
+    max_tokens: int,
+    screen: Callable[[str], str] | None = None,
+) -> Packed:
+    """Fit whole items, in order, into both caps. Skipped items are recorded, never cut.
+
+    ``screen`` (the safety scan) sets each item's ``blocked`` reason before its line is rendered;
+    items past the count cap are dropped without being rendered or screened.
+    """
     items: list[Candidate] = []
     lines: list[str] = []
     used = 0
     dropped: list[int] = []
     for item in ranked:
+        if len(items) >= max_items:
+            dropped.append(item.revision_id)
+            continue
+        if screen is not None:
+            item.blocked = screen(item.body)
         line = render_line(item, labels)
         cost = estimate_tokens(line)
         if len(items) >= max_items or used + cost > max_tokens:

@@ -172,11 +172,8 @@ def recall(
     selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile], uncapped_subjects=uncapped)
     if reserve_durable:
         selected = _reserve_durable(selected, budget)
-    for candidate in selected:
-        candidate.blocked = block_reason(candidate.body)
-
     labels = _labels(selected)
-    packed = pack(selected, labels, max_items=budget.max_items, max_tokens=budget.max_tokens)
+    packed = pack(selected, labels, max_items=budget.max_items, max_tokens=budget.max_tokens, screen=block_reason)
     policy = POLICY_VERSION + "".join(query.policy_tags)
     historical = query.as_of is not None or query.known_at is not None
     as_of = (query.as_of or now).astimezone(UTC)

@@ -18,11 +18,12 @@ which also empties the GIN index's pending list, as autovacuum would in a runnin
 
 It then reports, for the first agent:
 
-- the plan of the bare sidecar query (``EXPLAIN (ANALYZE, BUFFERS)``) and whether it combines the GIN
-  and agent indexes in a ``BitmapAnd``, for a rare term (in at most 3 of the agent's messages) and a
-  common one (in about a quarter of them, picked with ``ts_stat``); the median server execution time
-  of repeated runs of each, with custom plans (Django binds parameters client-side, so psycopg never
-  prepares) and, for comparison, with a forced generic plan (what a prepared statement may switch to);
+- the plan of the bare sidecar query (``EXPLAIN (ANALYZE, BUFFERS)``) and whether it combines the
+  agent-qualified GIN index with the agent index in a ``BitmapAnd``, for a rare term (in at most 3
+  of the agent's messages) and a common one (in about a quarter of them, picked with ``ts_stat``);
+  the median server execution time of repeated runs of each, with custom plans (Django binds
+  parameters client-side, so psycopg never prepares) and, for comparison, with a forced generic plan
+  (what a prepared statement may switch to);
 - ``search_history`` latency p50/p95 (lexical: no semantic provider) over Q realistic queries (a
   LoCoMo question, or a few of its words, asked from a random conversation of a random agent by one
   of its participants), after a warm-up, and the median time of each statement the service runs.
@@ -485,9 +486,8 @@ class Question:
 #: How each statement the service runs is recognised in a capture, first match wins.
 STATEMENT_LABELS = (
     ("GROUP BY verdict", "exclusion counts"),
-    ("ORDER BY ts_rank_cd", "ranked pool"),
     ("WITH em AS", "hydrate hits and neighbours"),
-    ("SELECT DISTINCT conversation_id", "requester spoke in"),
+    ("AS c(id) WHERE EXISTS", "requester spoke in"),
     ("ORDER BY created_at DESC, id DESC LIMIT", "current window"),
     ("accounts_identitylink", "requester identities"),
     ('FROM "accounts_actor"', "actor labels"),

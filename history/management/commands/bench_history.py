@@ -575,7 +575,7 @@ class ServiceBench:
         with connection.cursor() as cursor:
             for statement in statements:
                 label = statement_label(statement.sql)
-                if label in ("ranked pool", "exclusion counts", "hydrate hits and neighbours"):
+                if label in ("exclusion counts", "hydrate hits and neighbours"):
                     plan, _, _ = _explain(cursor, statement.sql, statement.params)
                     lines.append(f"plan of {label}:")
                     lines.extend(f"    {line}" for line in plan)

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
 from history.audience import Audience
-from history.models import Conversation, Message, MessageDirection, MessageSourceEvidence
+from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
+from history.services import message_ingest
 from memory.models import MemoryEntry, MemoryRevision
 
 
@@ -157,3 +158,17 @@ def make_revision(
         entry.current_revision = revision
         entry.save(update_fields=["current_revision"])
     return revision
+
+
+class Speaks:
+    """For test worlds: ``say`` ingests a message the way a connector does (source evidence unless
+    ``authenticated`` is false, which leaves its provenance unknown)."""
+
+    def say(self, conversation: Conversation, actor: Actor, body: str, *, authenticated: bool = True) -> Message:
+        return message_ingest(
+            conversation=conversation,
+            actor=actor,
+            body=body,
+            created_at=timezone.now(),
+            evidence_method=EvidenceMethod.CONNECTOR_SIGNED if authenticated else None,
+        ).message

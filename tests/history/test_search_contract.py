@@ -26,7 +26,6 @@ from history.models import (
     Turn,
 )
 from history.search import TURN_EVIDENCE_CEILING, HistoryQuery, HistoryResult, search_history
-from history.services import message_ingest
 from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
 from memory.retrieval.providers import ArmHit
 from memory.services import Belief, Provenance, memory_remember
@@ -34,6 +33,7 @@ from tests.factories import (
     ActorFactory,
     AgentFactory,
     ConnectorFactory,
+    Speaks,
     direct_conversation,
     private_channel,
     public_channel,
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.django_db
 
 
 @dataclass
-class Room:
+class Room(Speaks):
     agent: RuntimeAgent
     connector: Connector
     alice: Actor
@@ -54,15 +54,6 @@ class Room:
     general: Conversation
     random: Conversation
     leads: Conversation
-
-    def say(self, conversation: Conversation, actor: Actor, body: str, *, authenticated: bool = True) -> Message:
-        return message_ingest(
-            conversation=conversation,
-            actor=actor,
-            body=body,
-            created_at=timezone.now(),
-            evidence_method=EvidenceMethod.CONNECTOR_SIGNED if authenticated else None,
-        ).message
 
     def search(self, conversation: Conversation, requester: Actor, text: str, **query: Any) -> HistoryResult:
         return search_history(

@@ -7,21 +7,19 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent
-from history.models import Conversation, EvidenceMethod, Message
-from history.services import message_ingest
+from history.models import Conversation
 from memory.models import MemoryRevision
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import form_query
 from memory.retrieval.service import RecallResult, recall, task_budget
 from memory.services import Belief, Provenance, memory_remember
-from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, direct_conversation, public_channel
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, direct_conversation, public_channel
 
 
 @dataclass
-class Workspace:
+class Workspace(Speaks):
     agent: RuntimeAgent
     connector: Connector
     victor: Actor
@@ -30,15 +28,6 @@ class Workspace:
     alice_dm: Conversation
     bob_dm: Conversation
     general: Conversation
-
-    def say(self, conversation: Conversation, actor: Actor, body: str, *, authenticated: bool = True) -> Message:
-        return message_ingest(
-            conversation=conversation,
-            actor=actor,
-            body=body,
-            created_at=timezone.now(),
-            evidence_method=EvidenceMethod.CONNECTOR_SIGNED if authenticated else None,
-        ).message
 
     def remember(
         self,

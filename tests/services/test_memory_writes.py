@@ -15,13 +15,13 @@ from history.models import Conversation, EvidenceMethod, Message, MessageDirecti
 from history.services import message_ingest
 from memory.models import EntryStatus, EvidenceKind, MemoryEntry, MemoryEvidence, MemoryOperation, MemoryRevision
 from memory.services import Belief, Provenance, entry_forget, memory_remember, revision_amend
-from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, direct_conversation, public_channel
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, direct_conversation, public_channel
 
 pytestmark = pytest.mark.django_db
 
 
 @dataclass
-class World:
+class World(Speaks):
     agent: RuntimeAgent
     connector: Connector
     alice: Actor
@@ -29,15 +29,6 @@ class World:
     alice_dm: Conversation
     bob_dm: Conversation
     general: Conversation
-
-    def say(self, conversation: Conversation, actor: Actor, body: str, *, authenticated: bool = True) -> Message:
-        return message_ingest(
-            conversation=conversation,
-            actor=actor,
-            body=body,
-            created_at=timezone.now(),
-            evidence_method=EvidenceMethod.CONNECTOR_SIGNED if authenticated else None,
-        ).message
 
 
 @pytest.fixture

@@ -77,6 +77,30 @@ class TenantScopedAdmin(admin.ModelAdmin):
     # per-object views (buttons on a change page), registered through ``get_urls``
     # ---------------------------------------------------------------------------------------------
 
+    #: Per-object views as (URL suffix, method name), registered before the admin's own URLs.
+    object_views: tuple[tuple[str, str], ...] = ()
+
+    def get_urls(self) -> list[URLPattern]:
+        own = [self.object_url(suffix, getattr(self, name)) for suffix, name in self.object_views]
+        return [*own, *super().get_urls()]
+
+    def change_form_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        """What a change page shows beyond its form (the buttons it may offer, inspections); ``obj`` is
+        None on an add page."""
+        return {}
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        context.update(self.change_form_context(request, obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     def object_url(self, suffix: str, view: Callable[..., HttpResponse]) -> URLPattern:
         """``<object_id>/<suffix>/`` named ``<app>_<model>_<suffix>``, behind the admin's login and CSRF
         checks. Return these *before* ``super().get_urls()``, whose catch-all would shadow them."""

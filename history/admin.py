@@ -22,7 +22,6 @@ from django.db.models import BigIntegerField, BooleanField, F, Func, Q, QuerySet
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern
 from django.utils.html import format_html_join
 
 from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, TenantScopedAdmin, operator_tenant_ids
@@ -220,20 +219,10 @@ class ConversationAdmin(TenantScopedAdmin):
         # Conversations come from connectors (``conversation_upsert``), never from a blank form.
         return False
 
-    def get_urls(self) -> list[URLPattern]:
-        return [self.object_url("preview", self.preview_view), *super().get_urls()]
+    object_views = (("preview", "preview_view"),)
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Conversation | None = None,
-    ) -> HttpResponse:
-        context["can_preview"] = has_preview_permission(request)
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def change_form_context(self, request: HttpRequest, obj: Conversation | None) -> dict[str, Any]:
+        return {"can_preview": has_preview_permission(request)}
 
     def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """A turn in this conversation as it stands now, asked by the picked requester."""
@@ -374,20 +363,10 @@ class TurnAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     readonly_fields = ("audience",)
 
-    def get_urls(self) -> list[URLPattern]:
-        return [self.object_url("preview", self.preview_view), *super().get_urls()]
+    object_views = (("preview", "preview_view"),)
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Turn | None = None,
-    ) -> HttpResponse:
-        context["can_preview"] = has_preview_permission(request)
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def change_form_context(self, request: HttpRequest, obj: Turn | None) -> dict[str, Any]:
+        return {"can_preview": has_preview_permission(request)}
 
     def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Recall for this turn's perspective and inbound message, as the turn would get it now."""

@@ -21,7 +21,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern
 from django.utils.html import format_html
 
 from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, admin_change_url, fixed_values_filter
@@ -239,33 +238,20 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
     ) -> tuple[QuerySet[MemoryEntry], bool]:
         return fulltext_search(request, queryset, search_term, "current_revision__search_document"), False
 
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            self.object_url("amend", self.amend_view),
-            self.object_url("forget", self.forget_view),
-            self.object_url("clear-flag", self.clear_flag_view),
-            *super().get_urls(),
-        ]
+    object_views = (("amend", "amend_view"), ("forget", "forget_view"), ("clear-flag", "clear_flag_view"))
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: MemoryEntry | None = None,
-    ) -> HttpResponse:
-        if obj is not None:
-            context.update(
-                inspection=entry_inspection(obj),
-                can_amend=obj.status == EntryStatus.LIVE and self.has_forget_permission(request),
-                can_forget=obj.status == EntryStatus.LIVE and self.has_forget_permission(request),
-                can_clear_flag=obj.flagged_for_review and self.has_forget_permission(request),
-                can_revoke=request.user.has_perm("memory.change_sharinggrant"),
-                can_review=request.user.has_perm("memory.change_sharingrequest"),
-            )
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def change_form_context(self, request: HttpRequest, obj: MemoryEntry | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        live_and_allowed = obj.status == EntryStatus.LIVE and self.has_forget_permission(request)
+        return {
+            "inspection": entry_inspection(obj),
+            "can_amend": live_and_allowed,
+            "can_forget": live_and_allowed,
+            "can_clear_flag": obj.flagged_for_review and self.has_forget_permission(request),
+            "can_revoke": request.user.has_perm("memory.change_sharinggrant"),
+            "can_review": request.user.has_perm("memory.change_sharingrequest"),
+        }
 
     @admin.display(description="statement (current revision)")
     def statement(self, obj: MemoryEntry) -> str:
@@ -532,24 +518,15 @@ class RevisionConflictAdmin(ReadOnlyAdmin):
             )
         )
 
-    def get_urls(self) -> list[URLPattern]:
-        return [self.object_url("resolve", self.resolve_view), *super().get_urls()]
+    object_views = (("resolve", "resolve_view"),)
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: RevisionConflict | None = None,
-    ) -> HttpResponse:
-        if obj is not None:
-            context.update(
-                pair=[obj.revision_a, obj.revision_b],
-                can_resolve=obj.resolved_at is None and self.has_resolve_permission(request),
-            )
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def change_form_context(self, request: HttpRequest, obj: RevisionConflict | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        return {
+            "pair": [obj.revision_a, obj.revision_b],
+            "can_resolve": obj.resolved_at is None and self.has_resolve_permission(request),
+        }
 
     @admin.display(description="revision A")
     def first(self, obj: RevisionConflict) -> str:
@@ -591,21 +568,12 @@ class SharingRequestAdmin(ReadOnlyAdmin):
     readonly_fields = ("audience",)
     actions = ("approve_requests", "deny_requests")
 
-    def get_urls(self) -> list[URLPattern]:
-        return [self.object_url("decide", self.decide_view), *super().get_urls()]
+    object_views = (("decide", "decide_view"),)
 
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: SharingRequest | None = None,
-    ) -> HttpResponse:
-        if obj is not None:
-            context["can_review"] = obj.state == SharingState.PENDING and self.has_review_permission(request)
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def change_form_context(self, request: HttpRequest, obj: SharingRequest | None) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        return {"can_review": obj.state == SharingState.PENDING and self.has_review_permission(request)}
 
     def _decide(self, request: HttpRequest, queryset: QuerySet[SharingRequest], *, approve: bool) -> None:
         decided = 0
@@ -662,8 +630,7 @@ class SharingGrantAdmin(ReadOnlyAdmin):
     readonly_fields = ("audience",)
     actions = ("revoke_grants",)
 
-    def get_urls(self) -> list[URLPattern]:
-        return [self.object_url("revoke", self.revoke_view), *super().get_urls()]
+    object_views = (("revoke", "revoke_view"),)
 
     @admin.action(description="Revoke selected grants", permissions=["revoke"])
     def revoke_grants(self, request: HttpRequest, queryset: QuerySet[SharingGrant]) -> None:

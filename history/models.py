@@ -65,6 +65,33 @@ def enqueue_index_work(target: str) -> pgtrigger.Trigger:
     )
 
 
+def lineage_fold_trigger() -> pgtrigger.Trigger:
+    """Fold a reply's lineage into the reply as it is inserted (``engram_lineage_fold``, history/0010).
+
+    The lineage rule of spec 003 is a recursive walk over a reply's provenance with hard caps. Every
+    input of that walk except the destination is immutable: messages never change, so a reply's
+    ancestors, their audiences, evidence and agents are fixed once the reply exists. The walk is
+    therefore run once, here, and what it found is stored with the reply: the distinct audiences of
+    its ancestors (``unknown`` for a missing, foreign or unauthenticated ancestor, or when the caps
+    overflow), their conversations and the revisions they used. The parts that can still change are
+    checked at every read by ``engram_reply_lineage_allows``: the destination, whether those
+    conversations still exist (deletion on request), and the revisions with their live grants. A
+    read costs one check per distinct audience, conversation and revision instead of a walk.
+    """
+    return pgtrigger.Trigger(
+        name="fold_lineage",
+        when=pgtrigger.Before,
+        operation=pgtrigger.Insert,
+        # Bulk loaders (COPY) name only the columns they know: inbound lines get the empty fold here.
+        func="IF NEW.direction = 'outbound' THEN"
+        " SELECT f.audiences, f.conversation_ids, f.revision_ids"
+        " INTO NEW.lineage_audiences, NEW.lineage_conversation_ids, NEW.lineage_revision_ids"
+        " FROM engram_lineage_fold(NEW.agent_id, NEW.history_message_ids, NEW.memory_revision_ids) f;"
+        " ELSE NEW.lineage_audiences := '[]'; NEW.lineage_conversation_ids := '{}'; NEW.lineage_revision_ids := '{}';"
+        " END IF; RETURN NEW;",
+    )
+
+
 class Conversation(AudienceColumns):
     """A thread an agent takes part in. Its audience may change (a channel made private); each message
     keeps the audience it was posted under."""
@@ -99,7 +126,8 @@ class Message(AudienceColumns):
 
     ``agent`` duplicates ``conversation.agent`` so that every index can lead with the perspective.
     Outbound replies carry their provenance: the history messages and memory revisions they were
-    built from, which the lineage walk follows before the reply may be disclosed anywhere else.
+    built from. The ``lineage_*`` columns are that provenance walked to its roots, folded by the
+    database when the reply is inserted (``fold_lineage``); see :func:`lineage_fold_trigger`.
     """
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="messages")
@@ -118,6 +146,28 @@ class Message(AudienceColumns):
     history_message_ids = ArrayField(models.BigIntegerField(), blank=True, default=list)
     memory_revision_ids = ArrayField(models.BigIntegerField(), blank=True, default=list)
     cited_revision_ids = ArrayField(models.BigIntegerField(), blank=True, default=list)
+    # Written only by the ``fold_lineage`` trigger (whatever a client sends is replaced).
+    lineage_audiences = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="Distinct [kind, namespace, readers] of every message this reply was built from, transitively;"
+        ' ["unknown", "", []] when a source was missing, foreign, unauthenticated or past the caps.',
+    )
+    lineage_conversation_ids = ArrayField(
+        models.BigIntegerField(),
+        blank=True,
+        default=list,
+        editable=False,
+        help_text="Conversations those messages belong to: deleting one withholds this reply everywhere.",
+    )
+    lineage_revision_ids = ArrayField(
+        models.BigIntegerField(),
+        blank=True,
+        default=list,
+        editable=False,
+        help_text="Memory revisions those messages were built from, checked (with live grants) at every read.",
+    )
 
     class Meta:
         constraints = [
@@ -136,6 +186,11 @@ class Message(AudienceColumns):
                 | Q(history_message_ids__len=0, memory_revision_ids__len=0, cited_revision_ids__len=0),
                 name="message_only_replies_carry_provenance",
             ),
+            models.CheckConstraint(
+                condition=Q(direction=MessageDirection.OUTBOUND)
+                | Q(lineage_audiences=[], lineage_conversation_ids__len=0, lineage_revision_ids__len=0),
+                name="message_only_replies_carry_lineage",
+            ),
         ]
         indexes = [
             models.Index(fields=["conversation", "created_at", "id"], name="message_conversation_time"),
@@ -150,6 +205,7 @@ class Message(AudienceColumns):
                 "a message belongs to the agent of its conversation",
                 operation=pgtrigger.Insert,
             ),
+            lineage_fold_trigger(),
             *sidecar_triggers("history_messagesearchdocument", "message_id"),
             enqueue_index_work("message"),
         ]

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -41,10 +41,6 @@ from memory.models import (
     RevisionConflict,
     RevisionOrigin,
 )
-
-#: Hard caps on the lineage walked when a memory inherits agent replies; overflow refuses the write.
-LINEAGE_NODE_CAP = 5_000
-LINEAGE_INPUT_CAP = 501
 
 
 @dataclass(frozen=True)
@@ -397,52 +393,25 @@ def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any
     return sources
 
 
-_LINEAGE_SQL = """
-WITH RECURSIVE walk(message_id) AS (
-    -- Keyed on the id alone: each ancestor is visited once (provenance is acyclic), and the
-    -- walk stops as soon as the cap has been pulled.
-    SELECT unnest(%(roots)s::bigint[])
-    UNION
-    SELECT parent
-    FROM walk w
-    JOIN history_message m ON m.id = w.message_id AND m.agent_id = %(agent)s
-    CROSS JOIN LATERAL unnest(m.history_message_ids) AS parent
-)
-SELECT m.id, m.audience_kind, m.audience_namespace, m.audience_readers,
-       EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id) AS has_evidence,
-       m.memory_revision_ids
-FROM (SELECT message_id FROM walk LIMIT %(cap)s) w
-LEFT JOIN history_message m ON m.id = w.message_id AND m.agent_id = %(agent)s
-"""
-
-
 def _reply_lineage_audiences(agent: RuntimeAgent, replies: Sequence[Message]) -> dict[int, list[Audience]]:
     """For each outbound reply, the audiences of everything it was built from, transitively.
 
-    Unknown nodes (missing or foreign ids, no evidence) contribute ``unknown``; a lineage larger than
-    the caps refuses the write rather than guessing.
+    The walk ran when the reply was inserted (``Message.lineage_*``, folded by the database): its
+    ancestors' audiences (``unknown`` for a missing, foreign or unauthenticated ancestor, or past the
+    caps). A conversation deleted since, or a used revision that is gone or not this agent's,
+    contributes ``unknown`` too; used revisions contribute their own source audiences.
     """
+    conversation_ids = {c for reply in replies for c in reply.lineage_conversation_ids}
+    live_conversations = set(Conversation.objects.filter(pk__in=conversation_ids).values_list("pk", flat=True))
+    revision_ids = {r for reply in replies for r in (*reply.lineage_revision_ids, *reply.memory_revision_ids)}
+    revisions = {r.pk: r.audience for r in MemoryRevision.objects.filter(agent=agent, pk__in=revision_ids)}
     result: dict[int, list[Audience]] = {}
     for reply in replies:
-        if len(reply.history_message_ids) > LINEAGE_INPUT_CAP:
-            raise Unprocessable("the reply's lineage is too large to verify", code="lineage_overflow")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _LINEAGE_SQL, {"roots": list(reply.history_message_ids), "agent": agent.pk, "cap": LINEAGE_NODE_CAP + 1}
-            )
-            rows = cursor.fetchall()
-        if len(rows) > LINEAGE_NODE_CAP:
-            raise Unprocessable("the reply's lineage is too large to verify", code="lineage_overflow")
-        audiences: list[Audience] = []
-        revision_ids: set[int] = set(reply.memory_revision_ids)
-        for message_id, kind, namespace, readers, has_evidence, used_revisions in rows:
-            if message_id is None or kind is None or not has_evidence:
-                audiences.append(Audience.unknown())
-                continue
-            audiences.append(Audience(kind, namespace, tuple(readers)))
-            revision_ids.update(used_revisions or ())
-        found = {r.pk: r.audience for r in MemoryRevision.objects.filter(agent=agent, pk__in=revision_ids)}
-        audiences.extend(found.get(r, Audience.unknown()) for r in revision_ids)
+        audiences = [Audience(kind, namespace, tuple(readers)) for kind, namespace, readers in reply.lineage_audiences]
+        if not set(reply.lineage_conversation_ids) <= live_conversations:
+            audiences.append(Audience.unknown())
+        used = {*reply.lineage_revision_ids, *reply.memory_revision_ids}
+        audiences.extend(revisions.get(r, Audience.unknown()) for r in sorted(used))
         result[reply.pk] = audiences
     return result
 

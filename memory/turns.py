@@ -38,7 +38,14 @@ from memory.models import (
     short_id,
 )
 from memory.retrieval.candidates import hydrate
-from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions, Perspective, perspective_for_turn
+from memory.retrieval.eligibility import (
+    DESTINATION_ARGS,
+    EligibleMessages,
+    EligibleRevisions,
+    Perspective,
+    destination_params,
+    perspective_for_turn,
+)
 from memory.retrieval.moments import session_snapshot, turn_recall
 from memory.retrieval.query import form_query
 from memory.retrieval.service import RecallResult, recall, task_budget
@@ -524,12 +531,10 @@ def _recheck(
 def _revisions_disclosable(perspective: Perspective, revision_ids: list[int]) -> bool:
     if not revision_ids:
         return True
-    eligible = EligibleMessages(perspective)  # for the destination parameters only
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT engram_lineage_allows(%(el_agent)s, '{}'::bigint[], %(ids)s::bigint[], %(el_d_kind)s,"
-            " %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[])",
-            {**eligible.params(), "ids": revision_ids},
+            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(ids)s::bigint[], {DESTINATION_ARGS})",
+            {**destination_params(perspective), "ids": revision_ids},
         )
         row = cursor.fetchone()
     return bool(row and row[0])

@@ -20,7 +20,11 @@ visibility rule. A memory revision is eligible for a turn only if, in SQL:
 A message is eligible only if it belongs to the agent (through its conversation, never through a
 search sidecar), connector source evidence exists for it (unknown provenance fails closed), its
 audience may be disclosed to the destination (``engram_audience_allows``), and, for an agent reply,
-its whole lineage may be too (``engram_lineage_allows``: the recursive walk with hard caps).
+its whole lineage may be too (``engram_reply_lineage_allows``). The lineage is the recursive walk over
+the reply's provenance with the spec's hard caps; messages are immutable, so the database runs that
+walk once, when the reply is inserted, and stores what it found with the reply
+(``history.models.lineage_fold_trigger``); each read checks the stored ancestors' audiences, that
+their conversations still exist, and the used revisions with their live grants.
 
 Rows withheld because their provenance is unknown are never returned; :meth:`withheld_unknown_sql`
 only counts them, for the audit's ``eligibility_withheld_unknown``.
@@ -246,8 +250,8 @@ class EligibleMessages:
             ),
             (
                 "lineage",
-                "(m.direction = 'inbound' OR engram_lineage_allows(%(el_agent)s, m.history_message_ids, "
-                f"m.memory_revision_ids, {DESTINATION_ARGS}))",
+                "(m.direction = 'inbound' OR engram_reply_lineage_allows(%(el_agent)s, m.lineage_audiences, "
+                f"m.lineage_conversation_ids, m.lineage_revision_ids || m.memory_revision_ids, {DESTINATION_ARGS}))",
             ),
         ]
 

@@ -65,7 +65,7 @@ ROUNDS = 4
 SEARCHES = 1_200
 #: Replies in each chain of replies of replies.
 CHAIN = 6
-#: The caps of ``engram_lineage_allows`` (spec 003): over them the whole read is denied.
+#: The lineage caps of spec 003: over them the whole read is denied.
 MAX_HISTORY_IDS, MAX_LINEAGE_NODES = 500, 5_000
 #: Ids no row has: provenance pointing at nothing must deny, not be skipped.
 MISSING_MESSAGE_ID = MISSING_REVISION_ID = 9_000_000_000
@@ -239,8 +239,8 @@ def add_edge_cases(rng: random.Random, world: AgentWorld, mine: Transcript, star
     lines, admitted everywhere at any depth, and one whose root carries a direct message into a
     workspace room, admitted only in that person's own direct conversations.
 
-    The capped replies are dated before the transcript: walking 500 ids costs several times an
-    ordinary lineage check, and a neighbour lookup would otherwise pass them in most searches."""
+    The capped replies are dated before the transcript, so neighbour windows stay on the rooms'
+    everyday lines; searches aim at them directly, and hostile providers propose them."""
     rooms = {c.external_thread_id: c for c in world.conversations}
     # People's own authenticated lines: replies would bring their own lineage along.
     unproven = {m.pk for m in mine.unproven}

@@ -1,0 +1,183 @@
+"""The lineage rule of spec 003 as the database keeps it: walked once when a reply is inserted,
+folded into the reply, and checked against the destination at every read.
+
+Each case shows the reply visible where its whole lineage may go and withheld where it may not, so
+a rule that hid everything could not pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from accounts.models import Actor, Connector, RuntimeAgent
+from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
+from memory.retention import conversation_delete
+from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, direct_conversation, public_channel
+
+pytestmark = pytest.mark.django_db
+
+#: spec 003's caps: a lineage of more ancestors than this is denied everywhere.
+MAX_LINEAGE_NODES = 5_000
+MAX_HISTORY_IDS = 500
+
+
+@dataclass
+class Room(Speaks):
+    agent: RuntimeAgent
+    connector: Connector
+    alice: Actor
+    bob: Actor
+    alice_dm: Conversation
+    alice_mobile_dm: Conversation
+    general: Conversation
+
+    def reply(self, conversation: Conversation, body: str, *, history: Sequence[int] = ()) -> Message:
+        message = Message.objects.create(
+            agent=self.agent,
+            conversation=conversation,
+            direction=MessageDirection.OUTBOUND,
+            body=body,
+            created_at=timezone.now(),
+            audience_kind=conversation.audience_kind,
+            audience_namespace=conversation.audience_namespace,
+            audience_readers=list(conversation.audience_readers),
+            history_message_ids=list(history),
+        )
+        MessageSourceEvidence.objects.create(message=message, method=EvidenceMethod.AGENT_REPLY)
+        return message
+
+    def visible(self, message: Message, destination: Conversation) -> bool:
+        """Does the one eligibility predicate admit ``message`` into a turn of ``destination``?"""
+        eligible = EligibleMessages(perspective_for_conversation(destination))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT count(*) FROM {eligible.owned()} WHERE m.id = %(id)s AND {eligible.predicate()}",
+                {**eligible.params(), "id": message.pk},
+            )
+            row = cursor.fetchone()
+        return bool(row and row[0])
+
+    def bulk_lines(self, conversation: Conversation, count: int) -> list[int]:
+        """``count`` authenticated inbound lines, written in one statement each for messages and evidence."""
+        now = timezone.now()
+        lines = Message.objects.bulk_create(
+            Message(
+                agent=self.agent,
+                conversation=conversation,
+                actor=self.bob,
+                direction=MessageDirection.INBOUND,
+                body=f"status line {n}",
+                created_at=now,
+                audience_kind=conversation.audience_kind,
+                audience_namespace=conversation.audience_namespace,
+                audience_readers=list(conversation.audience_readers),
+            )
+            for n in range(count)
+        )
+        MessageSourceEvidence.objects.bulk_create(
+            MessageSourceEvidence(message=line, method=EvidenceMethod.CONNECTOR_SIGNED) for line in lines
+        )
+        return [line.pk for line in lines]
+
+
+@pytest.fixture
+def room() -> Room:
+    agent = AgentFactory.create()
+    connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
+    alice, bob = (ActorFactory.create(connector=connector, display_name=n) for n in ("Alice", "Bob"))
+    return Room(
+        agent=agent,
+        connector=connector,
+        alice=alice,
+        bob=bob,
+        alice_dm=direct_conversation(connector, alice),
+        alice_mobile_dm=direct_conversation(connector, alice),
+        general=public_channel(connector, title="#general"),
+    )
+
+
+def test_a_reply_of_a_reply_of_a_dm_is_withheld_from_the_channel_however_deep(room: Room) -> None:
+    """Only the first reply names the DM line; each later one names only the reply before it."""
+    secret = room.say(room.alice_dm, room.alice, "I am leaving the company in March.")
+    first = room.reply(room.alice_dm, "Understood, I will keep that in mind.", history=[secret.pk])
+    chain = [first]
+    for n in range(5):
+        chain.append(room.reply(room.general, f"Follow-up {n} on the planning thread.", history=[chain[-1].pk]))
+    innocent = room.reply(room.general, "The planning thread is open to everyone.")
+
+    assert room.visible(innocent, room.general)
+    assert not any(room.visible(reply, room.general) for reply in chain[1:])
+    # In a conversation only Alice reads, every ancestor may be disclosed: the chain is there.
+    assert all(room.visible(reply, room.alice_mobile_dm) for reply in chain)
+
+
+def test_the_fold_is_written_by_the_database_whatever_the_writer_sends(room: Room) -> None:
+    secret = room.say(room.alice_dm, room.alice, "My new phone number is 555-0199.")
+    forged = Message.objects.create(
+        agent=room.agent,
+        conversation=room.general,
+        direction=MessageDirection.OUTBOUND,
+        body="Got it.",
+        created_at=timezone.now(),
+        audience_kind=room.general.audience_kind,
+        audience_namespace=room.general.audience_namespace,
+        history_message_ids=[secret.pk],
+        lineage_audiences=[],
+        lineage_conversation_ids=[],
+    )
+    MessageSourceEvidence.objects.create(message=forged, method=EvidenceMethod.AGENT_REPLY)
+    forged.refresh_from_db()
+
+    assert forged.lineage_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
+    assert forged.lineage_conversation_ids == [room.alice_dm.pk]
+    assert not room.visible(forged, room.general)
+    assert room.visible(forged, room.alice_mobile_dm)
+
+
+@pytest.mark.parametrize(("extra_ancestor", "admitted"), [(False, True), (True, False)])
+def test_a_lineage_over_five_thousand_ancestors_is_denied_everywhere(
+    room: Room, extra_ancestor: bool, admitted: bool
+) -> None:
+    """Ten replies of 499 channel lines each are 5,000 ancestors (allowed); one line more overflows."""
+    lines = room.bulk_lines(room.general, 10 * (MAX_HISTORY_IDS - 1) + int(extra_ancestor))
+    summaries = [
+        room.reply(room.general, f"Summary {n}.", history=lines[n * 499 : (n + 1) * 499 if n < 9 else None])
+        for n in range(10)
+    ]
+    digest = room.reply(room.general, "Digest of the week.", history=[s.pk for s in summaries])
+
+    assert all(room.visible(summary, room.general) for summary in summaries)  # each is well under the caps
+    assert room.visible(digest, room.general) is admitted
+    assert room.visible(digest, room.alice_dm) is admitted
+
+
+def test_more_history_ids_than_the_cap_on_any_ancestor_denies_the_descendants(room: Room) -> None:
+    lines = room.bulk_lines(room.general, MAX_HISTORY_IDS + 1)
+    at_cap = room.reply(room.general, "Summary of the backlog.", history=lines[:MAX_HISTORY_IDS])
+    over_cap = room.reply(room.general, "Summary of the whole backlog.", history=lines)
+    built_on_over = room.reply(room.general, "As summarised above.", history=[over_cap.pk])
+
+    assert room.visible(at_cap, room.general)
+    assert not room.visible(over_cap, room.general)
+    assert not room.visible(built_on_over, room.general)
+
+
+def test_deleting_a_conversation_withholds_every_reply_built_on_it(room: Room) -> None:
+    """A reply in Alice's other DM, built on her first DM, may be shown there until that DM is deleted."""
+    source = room.say(room.alice_dm, room.alice, "Book the flight to Lisbon for the offsite.")
+    built_on_it = room.reply(room.alice_mobile_dm, "Booked: Lisbon, for the offsite.", history=[source.pk])
+    built_on_that = room.reply(room.alice_mobile_dm, "Your Lisbon booking is confirmed.", history=[built_on_it.pk])
+    unrelated = room.reply(room.alice_mobile_dm, "Good morning!")
+    assert room.visible(built_on_it, room.alice_mobile_dm) and room.visible(built_on_that, room.alice_mobile_dm)
+
+    conversation_delete(conversation=room.alice_dm)
+
+    assert not room.visible(built_on_it, room.alice_mobile_dm)
+    assert not room.visible(built_on_that, room.alice_mobile_dm)
+    assert room.visible(unrelated, room.alice_mobile_dm)

@@ -48,24 +48,36 @@ BEGIN
         JOIN history_message m ON m.id = w.id
         CROSS JOIN LATERAL unnest(m.history_message_ids) AS parent
     ),
-    nodes AS (SELECT id FROM walk LIMIT 5001)
+    nodes AS (SELECT id FROM walk LIMIT 5001),
+    -- One index probe per ancestor (OFFSET 0 keeps the lookup a parameterised probe): the walk's
+    -- row estimate is a guess, and a guess of thousands would otherwise plan a scan of the table.
+    found AS MATERIALIZED (
+        SELECT n.id AS node_id, m.*
+        FROM nodes n
+        LEFT JOIN LATERAL (
+            SELECT h.id, h.agent_id, h.conversation_id, h.history_message_ids, h.memory_revision_ids,
+                   h.audience_kind, h.audience_namespace, h.audience_readers,
+                   EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = h.id) AS evidenced
+            FROM history_message h
+            WHERE h.id = n.id
+            OFFSET 0
+        ) m ON true
+    )
     SELECT count(*),
            coalesce(bool_or(
-               m.id IS NULL
-               OR m.agent_id <> p_agent
-               OR cardinality(m.history_message_ids) > 500
-               OR NOT EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id)), false),
-           coalesce(jsonb_agg(DISTINCT jsonb_build_array(m.audience_kind, m.audience_namespace, m.audience_readers))
-                    FILTER (WHERE m.id IS NOT NULL), '[]'),
-           coalesce(array_agg(DISTINCT m.conversation_id ORDER BY m.conversation_id)
-                    FILTER (WHERE m.id IS NOT NULL), '{}'),
+               f.id IS NULL
+               OR f.agent_id <> p_agent
+               OR cardinality(f.history_message_ids) > 500
+               OR NOT f.evidenced), false),
+           coalesce(jsonb_agg(DISTINCT jsonb_build_array(f.audience_kind, f.audience_namespace, f.audience_readers))
+                    FILTER (WHERE f.id IS NOT NULL), '[]'),
+           coalesce(array_agg(DISTINCT f.conversation_id ORDER BY f.conversation_id)
+                    FILTER (WHERE f.id IS NOT NULL), '{}'),
            coalesce((SELECT array_agg(DISTINCT r ORDER BY r)
-                     FROM nodes n2
-                     JOIN history_message m2 ON m2.id = n2.id
-                     CROSS JOIN LATERAL unnest(m2.memory_revision_ids) AS r), '{}')
+                     FROM found u
+                     CROSS JOIN LATERAL unnest(u.memory_revision_ids) AS r), '{}')
       INTO node_count, denied, audiences, conversation_ids, revision_ids
-      FROM nodes n
-      LEFT JOIN history_message m ON m.id = n.id;
+      FROM found f;
 
     IF denied OR node_count > 5000 OR node_count + cardinality(revision_ids) + cardinality(p_revision_ids) > 5000 THEN
         audiences := '[["unknown", "", []]]';

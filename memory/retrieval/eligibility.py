@@ -242,7 +242,12 @@ class EligibleMessages:
     @staticmethod
     def rules() -> list[tuple[str, str]]:
         return [
-            ("no_evidence", "EXISTS (SELECT 1 FROM history_messagesourceevidence ev WHERE ev.message_id = m.id)"),
+            # OFFSET 0: one index probe per judged message. Without it the planner may hash the whole
+            # evidence table (every message ever ingested) to judge a few hundred matches.
+            (
+                "no_evidence",
+                "EXISTS (SELECT 1 FROM history_messagesourceevidence ev WHERE ev.message_id = m.id OFFSET 0)",
+            ),
             (
                 "audience",
                 "engram_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers, "

@@ -53,9 +53,10 @@ MESSAGES_PER_HIT = 1 + 2 * NEIGHBOURS
 TURN_EVIDENCE_CEILING = 400
 CANDIDATE_CAP = 200
 #: Lexical matches taken from the sidecar (best ``ts_rank`` first) before eligibility and filters
-#: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens.
-#: The first step is 2.5 x the cap: most searches fill the pool from it, and every match scanned is
-#: judged (for the exclusion counts, which hold up to this ceiling).
+#: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens
+#: to the next step, judging only the matches it had not reached. The first step is 2.5 x the cap:
+#: most searches fill the pool from it, and every match scanned is judged (for the exclusion counts,
+#: which hold up to this ceiling).
 SCAN_STEPS = (500, 2_500, 25_000, None)
 RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
@@ -417,30 +418,36 @@ judged AS (
     FROM matches JOIN {owned} ON m.id = matches.message_id
     WHERE m.agent_id = %(el_agent)s{structural}
 )
-(SELECT 'pool', id, conversation_id, actor_id, created_at, NULL::bigint, (SELECT count(*) FROM matches)
+(SELECT 'pool', id, conversation_id, actor_id, created_at, NULL::bigint, (SELECT count(*) FROM matches), lex
  FROM judged WHERE verdict = 'eligible' ORDER BY lex DESC, created_at DESC, id LIMIT %(q_cap)s)
 UNION ALL
-SELECT verdict, NULL, NULL, NULL, NULL, count(*), NULL FROM judged GROUP BY verdict
+SELECT verdict, NULL, NULL, NULL, NULL, count(*), NULL, NULL FROM judged GROUP BY verdict
 """
 
 
 def _pool_and_counts(
     eligible: EligibleMessages, structural: str, params: dict[str, Any]
 ) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
-    """The ranked eligible pool and the exclusion counts, from one scan of the sidecar's best matches.
+    """The ranked eligible pool and the exclusion counts, from a scan of the sidecar's best matches.
 
     Every match is judged by the search's own predicates in order (already in context, no evidence,
     audience, lineage); only those judged eligible can enter the pool. The scan widens while the
-    pool is short and the sidecar has more matches.
+    pool is short and the sidecar has more matches; each step judges only the slice of the ranking
+    (best ``ts_rank`` first, ties by id) that the steps before it had not reached, so the pool and
+    counts are those of one scan of the whole prefix.
     """
     verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
     verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
     verdict += " ELSE 'eligible' END"
+    pool: list[tuple[Any, ...]] = []
+    counts: dict[str, int] = {}
+    reached = 0
     for step in SCAN_STEPS:
+        slice_size = step - reached if step else None
         sql = _POOL_AND_COUNTS.format(
             lexical_rank=LEXICAL_RANK,
             terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
-            scan=f"LIMIT {step}" if step else "",
+            scan=f"OFFSET {reached}" + (f" LIMIT {slice_size}" if slice_size else ""),
             verdict=verdict,
             owned=eligible.owned(),
             structural=structural,
@@ -448,13 +455,19 @@ def _pool_and_counts(
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        pool = [row[1:5] for row in rows if row[0] == "pool"]
-        scanned = next((row[6] for row in rows if row[0] == "pool"), None)
-        counts = {row[0]: int(row[5]) for row in rows if row[0] != "pool"}
-        total = sum(counts.values())
-        if step is None or len(pool) >= CANDIDATE_CAP or (scanned if scanned is not None else total) < step:
+        pool.extend((*row[1:5], row[7]) for row in rows if row[0] == "pool")
+        slice_counts = {row[0]: int(row[5]) for row in rows if row[0] != "pool"}
+        for name, count in slice_counts.items():
+            counts[name] = counts.get(name, 0) + count
+        scanned = next((row[6] for row in rows if row[0] == "pool"), sum(slice_counts.values()))
+        if slice_size is None or len(pool) >= CANDIDATE_CAP or scanned < slice_size:
             break  # the pool is full, or the scan already covered every match
-    return pool, {name: counts.get(name, 0) for name in EXCLUSION_RULES} | {"eligible": counts.get("eligible", 0)}
+        reached += slice_size
+    # The statement's order, over the slices together: best rank, then newest, then lowest id.
+    pool.sort(key=lambda row: row[0])
+    pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
+    ranked = [row[:4] for row in pool[:CANDIDATE_CAP]]
+    return ranked, {name: counts.get(name, 0) for name in EXCLUSION_RULES} | {"eligible": counts.get("eligible", 0)}
 
 
 _NEIGHBOURS = """

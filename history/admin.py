@@ -26,11 +26,12 @@ from django.utils.html import format_html_join
 
 from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, TenantScopedAdmin, operator_tenant_ids
 from accounts.models import Actor, RuntimeAgent
-from history.audience import AudienceColumns
+from history.audience import Audience, AudienceColumns
 from history.models import (
     Conversation,
     ConversationSearchEvent,
     Message,
+    MessageDirection,
     MessageSearchDocument,
     MessageSourceEvidence,
     Session,
@@ -289,8 +290,9 @@ class MessageAdmin(ReadOnlyAdmin):
         "history_message_ids",
         "memory_revision_ids",
         "cited_revision_ids",
+        "lineage",
     )
-    readonly_fields = ("audience", "readers")
+    readonly_fields = ("audience", "readers", "lineage")
     inlines = (SourceEvidenceInline,)
 
     def get_search_results(
@@ -309,6 +311,19 @@ class MessageAdmin(ReadOnlyAdmin):
     @admin.display(description="readers")
     def readers(self, obj: Message) -> str:
         return audience_readers_html(obj)
+
+    @admin.display(description="lineage (folded when the reply was delivered)")
+    def lineage(self, obj: Message) -> str:
+        """Where the messages this reply was built from were posted, transitively; ``unknown`` admits no
+        destination. Their conversations must still exist and the used revisions are checked live."""
+        if obj.direction != MessageDirection.OUTBOUND:
+            return "-"
+        audiences = ", ".join(str(Audience(kind, ns, tuple(readers))) for kind, ns, readers in obj.lineage_audiences)
+        return (
+            f"sources posted under: {audiences or 'nothing (built on no message)'}; "
+            f"conversations {list(obj.lineage_conversation_ids)}; "
+            f"revisions used upstream: {len(obj.lineage_revision_ids)}"
+        )
 
     @admin.display(description="evidence")
     def evidence_method(self, obj: Message) -> str:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent
@@ -181,3 +183,15 @@ def test_deleting_a_conversation_withholds_every_reply_built_on_it(room: Room) -
     assert not room.visible(built_on_it, room.alice_mobile_dm)
     assert not room.visible(built_on_that, room.alice_mobile_dm)
     assert room.visible(unrelated, room.alice_mobile_dm)
+
+
+def test_the_operators_message_page_shows_a_replys_folded_lineage(room: Room, admin_client: Client) -> None:
+    secret = room.say(room.alice_dm, room.alice, "Please keep my surgery date to yourself.")
+    built_on_it = room.reply(room.general, "Noted.", history=[secret.pk])
+
+    page = admin_client.get(reverse("admin:history_message_change", args=[built_on_it.pk]))
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert f"sources posted under: members({room.connector.namespace}, [{room.alice.pk}])" in text
+    assert f"conversations [{room.alice_dm.pk}]" in text

@@ -7,9 +7,11 @@ a rule that hid everything could not pass.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pgtrigger
 import pytest
 from django.db import connection
 from django.test import Client
@@ -195,3 +197,25 @@ def test_the_operators_message_page_shows_a_replys_folded_lineage(room: Room, ad
     text = page.content.decode()
     assert f"sources posted under: members({room.connector.namespace}, [{room.alice.pk}])" in text
     assert f"conversations [{room.alice_dm.pk}]" in text
+
+
+def test_the_migration_folds_replies_stored_before_the_fold_existed(room: Room) -> None:
+    """history/0010 folds every stored reply with the trigger's own function (a reply from before the
+    migration is simulated by emptying its fold on the sanctioned path past the append-only guard)."""
+    secret = room.say(room.alice_dm, room.alice, "The offsite is moving to Porto.")
+    first = room.reply(room.alice_dm, "Porto it is.", history=[secret.pk])
+    second = room.reply(room.general, "Travel details follow.", history=[first.pk])
+    migration = importlib.import_module("history.migrations.0010_reply_lineage_folded_at_delivery")
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE history_message SET lineage_audiences = '[]', lineage_conversation_ids = '{}' WHERE id = ANY(%s)",
+            [[first.pk, second.pk]],
+        )
+    assert room.visible(second, room.general)  # unfolded, nothing stops it
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute(migration.FOLD_STORED_REPLIES)
+
+    second.refresh_from_db()
+    assert second.lineage_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
+    assert second.lineage_conversation_ids == [room.alice_dm.pk]
+    assert not room.visible(second, room.general)

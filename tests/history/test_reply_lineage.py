@@ -22,7 +22,15 @@ from accounts.models import Actor, Connector, RuntimeAgent
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 from memory.retention import conversation_delete
 from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
-from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, direct_conversation, public_channel
+from tests.factories import (
+    ActorFactory,
+    AgentFactory,
+    ConnectorFactory,
+    Speaks,
+    direct_conversation,
+    make_message,
+    public_channel,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -42,19 +50,13 @@ class Room(Speaks):
     general: Conversation
 
     def reply(self, conversation: Conversation, body: str, *, history: Sequence[int] = ()) -> Message:
-        message = Message.objects.create(
-            agent=self.agent,
-            conversation=conversation,
-            direction=MessageDirection.OUTBOUND,
+        return make_message(
+            conversation,
             body=body,
-            created_at=timezone.now(),
-            audience_kind=conversation.audience_kind,
-            audience_namespace=conversation.audience_namespace,
-            audience_readers=list(conversation.audience_readers),
+            direction=MessageDirection.OUTBOUND,
+            evidence=EvidenceMethod.AGENT_REPLY,
             history_message_ids=list(history),
         )
-        MessageSourceEvidence.objects.create(message=message, method=EvidenceMethod.AGENT_REPLY)
-        return message
 
     def visible(self, message: Message, destination: Conversation) -> bool:
         """Does the one eligibility predicate admit ``message`` into a turn of ``destination``?"""
@@ -123,19 +125,15 @@ def test_a_reply_of_a_reply_of_a_dm_is_withheld_from_the_channel_however_deep(ro
 
 def test_the_fold_is_written_by_the_database_whatever_the_writer_sends(room: Room) -> None:
     secret = room.say(room.alice_dm, room.alice, "My new phone number is 555-0199.")
-    forged = Message.objects.create(
-        agent=room.agent,
-        conversation=room.general,
-        direction=MessageDirection.OUTBOUND,
+    forged = make_message(
+        room.general,
         body="Got it.",
-        created_at=timezone.now(),
-        audience_kind=room.general.audience_kind,
-        audience_namespace=room.general.audience_namespace,
+        direction=MessageDirection.OUTBOUND,
+        evidence=EvidenceMethod.AGENT_REPLY,
         history_message_ids=[secret.pk],
         lineage_audiences=[],
         lineage_conversation_ids=[],
     )
-    MessageSourceEvidence.objects.create(message=forged, method=EvidenceMethod.AGENT_REPLY)
     forged.refresh_from_db()
 
     assert forged.lineage_audiences == [["members", room.connector.namespace, [room.alice.pk]]]

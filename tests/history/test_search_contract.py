@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from history.models import (
@@ -21,7 +20,6 @@ from history.models import (
     EvidenceMethod,
     Message,
     MessageDirection,
-    MessageSourceEvidence,
     Session,
     Turn,
 )
@@ -35,6 +33,7 @@ from tests.factories import (
     ConnectorFactory,
     Speaks,
     direct_conversation,
+    make_message,
     private_channel,
     public_channel,
 )
@@ -151,22 +150,16 @@ def test_a_message_with_no_source_evidence_is_excluded(room: Room) -> None:
 
 
 def reply(
-    room: Room, conversation: Conversation, body: str, *, history: Sequence[int] = (), revisions: Sequence[int] = ()
+    conversation: Conversation, body: str, *, history: Sequence[int] = (), revisions: Sequence[int] = ()
 ) -> Message:
-    message = Message.objects.create(
-        agent=room.agent,
-        conversation=conversation,
-        direction=MessageDirection.OUTBOUND,
+    return make_message(
+        conversation,
         body=body,
-        created_at=timezone.now(),
-        audience_kind=conversation.audience_kind,
-        audience_namespace=conversation.audience_namespace,
-        audience_readers=list(conversation.audience_readers),
+        direction=MessageDirection.OUTBOUND,
+        evidence=EvidenceMethod.AGENT_REPLY,
         history_message_ids=list(history),
         memory_revision_ids=list(revisions),
     )
-    MessageSourceEvidence.objects.create(message=message, method=EvidenceMethod.AGENT_REPLY)
-    return message
 
 
 def test_an_agent_reply_built_on_a_private_memory_is_excluded_from_a_wider_audience_by_lineage(room: Room) -> None:
@@ -177,9 +170,9 @@ def test_an_agent_reply_built_on_a_private_memory_is_excluded_from_a_wider_audie
         belief=Belief(body="Interviewing at Globex.", subject_id=room.alice.pk),
         provenance=Provenance(source_message_id=source.pk),
     ).revision
-    laundered = reply(room, room.general, "Sure, the schedule works fine for next week.", revisions=[private.pk])
-    via_history = reply(room, room.general, "Noted, next week's schedule is fine.", history=[source.pk])
-    innocent = reply(room, room.general, "The schedule for next week is posted.")
+    laundered = reply(room.general, "Sure, the schedule works fine for next week.", revisions=[private.pk])
+    via_history = reply(room.general, "Noted, next week's schedule is fine.", history=[source.pk])
+    innocent = reply(room.general, "The schedule for next week is posted.")
 
     result = room.search(room.general, room.bob, "schedule next week")
 
@@ -234,7 +227,7 @@ def test_a_limit_near_the_provenance_caps_does_not_produce_an_undeliverable_repl
     exhausted = search_history(perspective=perspective, query=HistoryQuery(text="payment gateway"), turn=turn)
     assert exhausted.code == "search_budget_exhausted" and exhausted.message_ids == []
 
-    built_on_all = reply(room, room.general, "Summary of the incidents.", history=near.message_ids)
+    built_on_all = reply(room.general, "Summary of the incidents.", history=near.message_ids)
     assert built_on_all.pk in room.search(room.general, room.bob, "summary incidents").message_ids
 
 

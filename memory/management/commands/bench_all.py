@@ -30,7 +30,7 @@ question, the bare sidecar SQL it rests on; the bare sidecar query for a rare an
 - ingest throughput: messages/s through ``messages_ingest_batch`` in batches of 500 into existing
   conversations, and through bare INSERTs of the same rows, both rolled back (so the commit is not
   timed, and a rerun finds the corpus as it was);
-- embedding throughput of one worker process (``bench_embed``);
+- embedding throughput of one worker, its pool of one process per core (``bench_embed``);
 - recall@k (k = 1-20) on LoCoMo, as ``eval_locomo`` scores it, for turns (history search) and
   observations (memory recall), lexical and, where the database has pgvector, hybrid; rolled back.
 
@@ -83,7 +83,7 @@ from memory.bench.stats import percentile
 from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
 from memory.management.commands import bench_recall, bench_turn
-from memory.management.commands.bench_embed import embed_corpus, worker_throughput
+from memory.management.commands.bench_embed import embed_corpus, pool_rate, worker_throughput
 from memory.models import MemoryEntry
 
 TENANT_PREFIX = "bench-all"
@@ -229,9 +229,12 @@ class Command(BaseCommand):
             f"ingest: {ingest['service']:,.0f} messages/s through the service, {ingest['bare']:,.0f} as bare SQL"
         )
         texts = scaled(EMBED_TEXTS, scale, 64)
-        rates = [w["texts"] / w["seconds"] for w in (worker_throughput(texts, str(locomo)) for _ in range(repeats))]
+        pool = os.cpu_count() or 1
+        rates = [pool_rate(worker_throughput(texts, str(locomo), pool)) for _ in range(repeats)]
         embed_rate = statistics.median(rates)
-        self.stdout.write(f"embedding: {embed_rate:.1f} texts/s in one worker ({texts} texts a repeat)")
+        self.stdout.write(
+            f"embedding: {embed_rate:.1f} texts/s in one worker of {pool} pool processes ({texts} texts each a repeat)"
+        )
         curves = self.locomo_curves(locomo, quiet=quiet)
         turn = self.http_turns(agents[0], spec, turns, repeats)
 

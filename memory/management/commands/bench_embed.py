@@ -1,10 +1,13 @@
-"""``manage.py bench_embed``: embedding throughput of one worker process, its peak memory, and memory
-recall p95 with the semantic arm on over the ``bench_recall`` corpus (100,000 revisions by default).
+"""``manage.py bench_embed``: embedding throughput of one worker, its peak memory, and memory recall
+p95 with the semantic arm on over the ``bench_recall`` corpus (100,000 revisions by default).
 
-Throughput is measured in a separate process that does what a worker does (one model session, the
-configured batch size and thread count) on real conversation text, so its peak memory is the
-worker's own. The corpus vectors are computed once and reused by later runs. The last line is one
-JSON object: ``{"texts_per_s": …, "worker_peak_mb": …, "recall_p95_ms": …}``.
+A worker is what ``scripts/run`` starts: one ``celery worker`` whose pool has one process per core
+(Celery's default concurrency), each process with its own model session and the configured thread
+count. Throughput is measured by that many separate processes embedding real conversation text at
+the same time (``--processes``, default: the core count), each doing what a pool process does, so
+the peak memory reported is a pool process's own. The corpus vectors are computed once and reused by
+later runs. The last line is one JSON object:
+``{"texts_per_s": …, "texts_per_s_per_process": …, "processes": …, "worker_peak_mb": …, "recall_p95_ms": …}``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ while len(texts) < count:
 model = embedding_model()
 model.embed(texts[:8])  # load the session before timing
 batch = settings.ENGRAM_EMBEDDING_BATCH
+time.sleep(max(0.0, float(sys.argv[3]) - time.time()))  # every pool process starts together
 started = time.perf_counter()
 for start in range(0, len(texts), batch):
     model.embed(texts[start : start + batch])
@@ -57,7 +61,10 @@ class Command(BaseCommand):
     help = "Embedding throughput per worker, worker peak memory, and recall p95 with the semantic arm."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--texts", type=int, default=4_096, help="Texts the worker process embeds.")
+        parser.add_argument("--texts", type=int, default=4_096, help="Texts each pool process embeds.")
+        parser.add_argument(
+            "--processes", type=int, default=os.cpu_count() or 1, help="Pool processes (Celery's default: cores)."
+        )
         parser.add_argument("--revisions", type=int, default=100_000, help="Corpus size (bench_recall's).")
         parser.add_argument("--agents", type=int, default=20)
         parser.add_argument("--queries", type=int, default=300)
@@ -65,14 +72,23 @@ class Command(BaseCommand):
         parser.add_argument("--locomo", default=str(locomo_dev_path()))
 
     def handle(self, *args: Any, **options: Any) -> None:
-        worker = worker_throughput(options["texts"], options["locomo"])
-        texts_per_s = worker["texts"] / worker["seconds"]
+        processes = worker_throughput(options["texts"], options["locomo"], options["processes"])
+        texts = sum(p["texts"] for p in processes)
+        texts_per_s = pool_rate(processes)
+        per_process = sorted(p["texts"] / p["seconds"] for p in processes)
+        peak_mb = max(p["peak_mb"] for p in processes)
         self.stdout.write(
-            f"worker: {worker['texts']} texts in {worker['seconds']:.1f}s = {texts_per_s:.0f} texts/s "
-            f"(batch {settings.ENGRAM_EMBEDDING_BATCH}, {settings.ENGRAM_EMBEDDING_THREADS} thread(s)); "
-            f"peak RSS {worker['peak_mb']:.0f} MB"
+            f"worker of {len(processes)} pool process(es), {settings.ENGRAM_EMBEDDING_THREADS} thread(s) each, "
+            f"batch {settings.ENGRAM_EMBEDDING_BATCH}: {texts} texts = {texts_per_s:.0f} texts/s "
+            f"(per process {', '.join(f'{rate:.0f}' for rate in per_process)}); "
+            f"peak RSS per process {peak_mb:.0f} MB"
         )
-        result: dict[str, Any] = {"texts_per_s": round(texts_per_s, 1), "worker_peak_mb": round(worker["peak_mb"], 1)}
+        result: dict[str, Any] = {
+            "texts_per_s": round(texts_per_s, 1),
+            "texts_per_s_per_process": round(sum(per_process) / len(per_process), 1),
+            "processes": len(processes),
+            "worker_peak_mb": round(peak_mb, 1),
+        }
         if not semantic_enabled():
             self.stdout.write("semantic search is off on this database (no pgvector): recall not measured")
             result["recall_p95_ms"] = None
@@ -95,19 +111,34 @@ class Command(BaseCommand):
         return p50, p95
 
 
-def worker_throughput(texts: int, locomo: str) -> dict[str, float]:
-    """Embed ``texts`` LoCoMo turns in a process of their own, as one worker does: ``texts``, ``seconds``
-    (the embedding alone, the model loaded) and the process's ``peak_mb``."""
+def worker_throughput(texts: int, locomo: str, processes: int = 1) -> list[dict[str, float]]:
+    """Embed ``texts`` LoCoMo turns in each of ``processes`` processes running at once, as a worker's
+    pool does. One dict per process: ``texts``, ``seconds`` (the embedding alone, the model loaded,
+    from a start line all processes wait at) and the process's ``peak_mb``."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    completed = subprocess.run(
-        [sys.executable, "-c", WORKER_SCRIPT, str(texts), locomo],
-        cwd=settings.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return dict(json.loads(completed.stdout.strip().splitlines()[-1]))
+    start_at = time.time() + 10 + 2 * processes  # past every process's model load
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER_SCRIPT, str(texts), locomo, str(start_at)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    results = []
+    for run in runs:
+        stdout, _ = run.communicate()
+        if run.returncode:
+            raise RuntimeError(f"an embedding process failed with exit code {run.returncode}")
+        results.append(dict(json.loads(stdout.strip().splitlines()[-1])))
+    return results
+
+
+def pool_rate(processes: list[dict[str, float]]) -> float:
+    """Texts per second of processes that started together: all their texts over the slowest's time."""
+    return sum(p["texts"] for p in processes) / max(p["seconds"] for p in processes)
 
 
 def embed_corpus(agents: list[Any], write: Callable[[str], Any]) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from history.models import EvidenceMethod
 from history.services import message_ingest
 from memory.embeddings.index import drain_outbox, pending_count
+from memory.embeddings.model import embedding_model
 from memory.models import (
     EmbeddingGeneration,
     EmbeddingState,
@@ -74,3 +77,21 @@ def test_a_building_generation_is_fed_alongside_the_live_one() -> None:
     drain_outbox()
     assert RevisionEmbedding.objects.filter(generation=building).count() == 1
     assert RevisionEmbedding.objects.exclude(generation=building).count() == 3
+
+
+def test_with_pgvector_vectors_are_stored_as_vectors_and_read_back_as_the_floats_written(pgvector: None) -> None:
+    write_texts(1)
+    drain_outbox()
+    stored = RevisionEmbedding.objects.get()
+    with connection.cursor() as cursor:
+        # Native storage: a distance reads the row as it is, with no per-row array conversion.
+        cursor.execute(
+            "SELECT pg_typeof(vector)::text, vector_dims(vector) FROM memory_revisionembedding WHERE id = %s",
+            [stored.pk],
+        )
+        assert cursor.fetchone() == ("vector", 384)
+        # The dimensions check follows the type: a row whose vector disagrees with its dims is refused.
+        with pytest.raises(IntegrityError), transaction.atomic():
+            cursor.execute("UPDATE memory_revisionembedding SET dims = 383 WHERE id = %s", [stored.pk])
+    expected = embedding_model().embed([stored.revision.body])[0]
+    assert len(stored.vector) == 384 and np.allclose(stored.vector, expected, atol=1e-6)

@@ -30,13 +30,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Actor, IdentityLink
-from config.audit import audit_digest
+from config.audit import audit_digest, read_audit_transaction
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
 from memory.embeddings.search import semantic_providers
@@ -584,20 +584,24 @@ def _current_window(turn: Turn | None) -> set[int]:
 
 _HYDRATE = """
 WITH em AS NOT MATERIALIZED ({eligible}),
-hit AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(h_ids)s::bigint[]))
-SELECT hit.message_id AS hit_id, 0 AS side, hit.* FROM hit
-UNION ALL
-SELECT hit.message_id, -1, b.* FROM hit CROSS JOIN LATERAL (
-    SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
-      AND (em.created_at, em.message_id) < (hit.created_at, hit.message_id)
-      AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
-    ORDER BY em.created_at DESC, em.message_id DESC LIMIT {n}) b
-UNION ALL
-SELECT hit.message_id, 1, a.* FROM hit CROSS JOIN LATERAL (
-    SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
-      AND (em.created_at, em.message_id) > (hit.created_at, hit.message_id)
-      AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
-    ORDER BY em.created_at, em.message_id LIMIT {n}) a
+hit AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(h_ids)s::bigint[])),
+found AS (
+    SELECT hit.message_id AS hit_id, 0 AS side, hit.* FROM hit
+    UNION ALL
+    SELECT hit.message_id, -1, b.* FROM hit CROSS JOIN LATERAL (
+        SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
+          AND (em.created_at, em.message_id) < (hit.created_at, hit.message_id)
+          AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
+        ORDER BY em.created_at DESC, em.message_id DESC LIMIT {n}) b
+    UNION ALL
+    SELECT hit.message_id, 1, a.* FROM hit CROSS JOIN LATERAL (
+        SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
+          AND (em.created_at, em.message_id) > (hit.created_at, hit.message_id)
+          AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
+        ORDER BY em.created_at, em.message_id LIMIT {n}) a
+)
+SELECT found.*, actor.display_name AS actor_name, actor.external_id AS actor_external_id
+FROM found LEFT JOIN accounts_actor actor ON actor.id = found.actor_id
 """
 
 
@@ -617,14 +621,14 @@ def _hydrate(
         )
         columns = [c.name for c in cursor.description or ()]
         rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-    labels = {a.pk: a.label for a in Actor.objects.filter(pk__in={r["actor_id"] for r in rows if r["actor_id"]})}
 
     def found(row: dict[str, Any]) -> FoundMessage:
+        actor = Actor(display_name=row["actor_name"], external_id=row["actor_external_id"])
         return FoundMessage(
             message_id=row["message_id"],
             conversation_id=row["conversation_id"],
             actor_id=row["actor_id"],
-            actor=labels.get(row["actor_id"]),
+            actor=actor.label if row["actor_id"] else None,
             direction=row["direction"],
             created_at=row["created_at"],
             body=row["body"],
@@ -677,7 +681,7 @@ def _finish(
         for message in [*hit.before, hit.message, *hit.after]:
             if message.message_id not in message_ids:
                 message_ids.append(message.message_id)
-    with transaction.atomic():
+    with read_audit_transaction():
         if turn is not None and message_ids:
             # The turn's evidence grows under a row lock, so concurrent rounds cannot lose ids.
             locked = Turn.objects.select_for_update().get(pk=turn.pk)

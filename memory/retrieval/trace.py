@@ -2,7 +2,7 @@
 
 The ``RecallTrace`` with its items and the operator ``RetrievalEvent`` are written in one
 transaction; if either write fails the recall fails, so no context reaches a model unaudited. That
-transaction's commit does not wait for the WAL flush (see ``_in_trace_transaction``).
+transaction's commit does not wait for the WAL flush (see ``config.audit.read_audit_transaction``).
 A trace can be re-rendered from its own rows (``rerender``): the items, the labels they were shown
 with and the correction lines reproduce ``rendered_sha256``, which is what makes it trustworthy.
 
@@ -12,15 +12,14 @@ requester in the same transaction: repeated misses are a formation signal.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from config.audit import audit_digest
+from config.audit import audit_digest, read_audit_transaction
 from history.models import Session, Turn
 from memory.models import MemoryRevision, RecallTrace, RecallTraceItem, RetrievalEvent
 from memory.retrieval.candidates import Candidate
@@ -28,37 +27,12 @@ from memory.retrieval.eligibility import Perspective
 from memory.retrieval.query import RecallQuery
 from memory.retrieval.render import Labels, render_block, render_line
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _in_trace_transaction(write: Callable[P, T]) -> Callable[P, T]:
-    """Run ``write`` atomically; in a transaction of its own, COMMIT does not wait for the WAL flush.
-
-    Safe for a trace: whatever later refers to it (a reply's provenance, the turn's ledger, a
-    correction) commits synchronously, and PostgreSQL flushes WAL in order, so that commit makes the
-    trace durable too. A crash within the WAL writer's delay (200 ms by default) can lose only the
-    trace of a recall nothing has referred to yet. Inside a caller's transaction the setting is left
-    alone, so the caller's other writes keep their durability.
-    """
-
-    @functools.wraps(write)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        outermost = not connection.in_atomic_block
-        with transaction.atomic():
-            if outermost:
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            return write(*args, **kwargs)
-
-    return wrapper
-
-
-@_in_trace_transaction
+@read_audit_transaction()
 def record(
     *,
     perspective: Perspective,

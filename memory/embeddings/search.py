@@ -1,7 +1,8 @@
 """Semantic candidate providers over pgvector, for memory recall and history search.
 
-Both search *inside* the eligible set: the exact path joins the eligibility subquery to the vectors
-(cosine distance over at most ``EXACT_LIMIT`` eligible rows); above that, the HNSW index proposes
+Both return only eligible rows. Where the agent has at most ``EXACT_LIMIT`` vectors (and so at most
+that many eligible rows with vectors), the search is exact: every one of those vectors is compared,
+and the nearest that pass the eligibility subquery are returned. Above that, the HNSW index proposes
 nearest neighbours with a raised ``ef_search`` and eligibility is applied to them again. Either way
 every id is revalidated once more when candidates are hydrated. A similarity floor keeps "nearest"
 from meaning "relevant": below it a text is not a semantic match at all.
@@ -43,9 +44,6 @@ class _Semantic:
     name = "semantic"
     in_database = True
     floor = SIMILARITY_FLOOR
-    #: Size the search by the agent's vectors (cheap, an index count) rather than by its eligible
-    #: rows; either way the exact scan applies full eligibility to every row it returns.
-    size_by_vectors = False
 
     def __init__(self, generation: EmbeddingGeneration) -> None:
         self.generation = generation
@@ -59,27 +57,21 @@ class _Semantic:
         dims = int(self.generation.dims)
         distance = f"(v.vector::vector({dims}) <=> %(s_query)s::vector({dims}))"
         params = {**params, "s_generation": self.generation.pk, "s_limit": limit, "s_floor": 1 - self.floor}
-        vectors = (
-            f"JOIN {table} v ON v.{key} = el.{id_column} AND v.generation_id = %(s_generation)s AND v.dims = {dims}"
-        )
-        if self.size_by_vectors:
-            sized = (
-                f"WITH el AS NOT MATERIALIZED ({eligible_sql}), size AS (SELECT count(*) AS n FROM (SELECT 1"
-                f" FROM {table} s WHERE s.generation_id = %(s_generation)s AND s.agent_id = %(el_agent)s"
-                f" LIMIT {EXACT_LIMIT + 1}) s)"
-            )
-        else:
-            sized = (
-                f"WITH el AS MATERIALIZED (SELECT el.{id_column} FROM ({eligible_sql}) el LIMIT {EXACT_LIMIT + 1}),"
-                " size AS (SELECT count(*) AS n FROM el)"
-            )
+        agent_vectors = f"v.generation_id = %(s_generation)s AND v.dims = {dims} AND v.agent_id = %(el_agent)s"
         with connection.cursor() as cursor:
-            # One statement: the size decides between the exact scan and, when it is larger than
-            # EXACT_LIMIT, a single NULL row that sends the search to the HNSW path.
+            # One statement. Up to EXACT_LIMIT vectors for the agent: the distance of every one of
+            # them, then eligibility for those within the floor, nearest first, until ``limit`` pass
+            # (each candidate is one probe of the eligibility subquery, instead of evaluating it for
+            # every revision or message the agent has). The result is exactly the nearest eligible
+            # rows. Above EXACT_LIMIT, a single NULL row sends the search to the HNSW path.
             cursor.execute(
-                f"{sized} (SELECT el.{id_column}, {distance} AS d FROM el {vectors}"
-                f" WHERE (SELECT n FROM size) <= {EXACT_LIMIT} AND {distance} <= %(s_floor)s"
-                f" ORDER BY d, el.{id_column} LIMIT %(s_limit)s)"
+                f"WITH size AS (SELECT count(*) AS n FROM (SELECT 1 FROM {table} v WHERE {agent_vectors}"
+                f" LIMIT {EXACT_LIMIT + 1}) s),"
+                f" near AS MATERIALIZED (SELECT v.{key} AS target, {distance} AS d FROM {table} v"
+                f" WHERE (SELECT n FROM size) <= {EXACT_LIMIT} AND {agent_vectors} AND {distance} <= %(s_floor)s)"
+                " (SELECT near.target, near.d FROM near"
+                f" WHERE EXISTS (SELECT 1 FROM ({eligible_sql}) el WHERE el.{id_column} = near.target)"
+                " ORDER BY near.d, near.target LIMIT %(s_limit)s)"
                 f" UNION ALL SELECT NULL, NULL WHERE (SELECT n FROM size) > {EXACT_LIMIT}",
                 params,
             )
@@ -88,8 +80,7 @@ class _Semantic:
                 cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
                 cursor.execute(
                     f"WITH near AS (SELECT v.{key} AS target, {distance} AS d FROM {table} v"
-                    f" WHERE v.generation_id = %(s_generation)s AND v.dims = {dims} AND v.agent_id = %(el_agent)s"
-                    f" ORDER BY {distance} LIMIT {HNSW_CANDIDATES})"
+                    f" WHERE {agent_vectors} ORDER BY {distance} LIMIT {HNSW_CANDIDATES})"
                     f" SELECT near.target, near.d FROM near JOIN ({eligible_sql}) el ON el.{id_column} = near.target"
                     " WHERE near.d <= %(s_floor)s ORDER BY near.d, near.target LIMIT %(s_limit)s",
                     params,
@@ -119,9 +110,6 @@ class SemanticMessages(_Semantic):
     """History search's semantic arm."""
 
     floor = MESSAGE_SIMILARITY_FLOOR
-    # Message eligibility walks each agent reply's lineage: counting up to EXACT_LIMIT eligible
-    # messages to choose a path would cost more than either path.
-    size_by_vectors = True
 
     def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
         params = {**eligible.params(), "s_query": self._query_vector(text)}

@@ -6,11 +6,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
+from django.db import connection
 from django.test import override_settings
 
-from memory.embeddings.index import drain_outbox
-from memory.retrieval.eligibility import EligibleRevisions
+from memory.embeddings import search as semantic_search
+from memory.embeddings.index import drain_outbox, live_generation
+from memory.embeddings.model import embedding_model
+from memory.models import RevisionEmbedding
+from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 from memory.services import Provenance, entry_forget, revision_amend
@@ -133,3 +138,38 @@ def test_with_semantic_search_off_recall_is_lexical_and_says_so(ws: Workspace) -
     with override_settings(ENGRAM_SEMANTIC="off"):
         result = ws.ask(ws.general, ws.alice, "roadmap review")
     assert revision_ids(result) == [fact.pk] and result.degradation == "semantic_off"
+
+
+@pytest.mark.parametrize("path", ["exact", "index"])
+def test_the_semantic_arm_returns_exactly_the_nearest_eligible_memories(
+    ws: Workspace, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Oracle: every eligible revision's stored vector against the query, floor applied, nearest first.
+    Private memories of Alice's DM are nearer than anything eligible in #general and never returned."""
+    for body in ("Is quietly interviewing with a competitor.", "Is interviewing for a new job elsewhere."):
+        ws.remember(body, said_in=ws.alice_dm, by=ws.alice, about=ws.alice)
+    for body in ("The team is interviewing candidates this week.", "Bob runs the hiring interviews.", "Likes ramen."):
+        ws.remember(body, said_in=ws.general, by=ws.bob, about=ws.bob)
+    drain()
+    if path == "index":
+        monkeypatch.setattr(semantic_search, "EXACT_LIMIT", 0)  # every agent is "large": HNSW, then eligibility
+    generation = live_generation()
+    assert generation is not None
+    eligible = EligibleRevisions(perspective_for_conversation(ws.general, requester_id=ws.bob.pk))
+    query = RecallQuery(text="interviewing with a competitor")
+
+    hits = semantic_search.SemanticRevisions(generation).candidates(eligible, query, limit=10)
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT el.revision_id FROM ({eligible.sql()}) el", eligible.params())
+        eligible_ids = {row[0] for row in cursor.fetchall()}
+    query_vector = embedding_model().embed([query.text])[0]
+    similarity = {
+        e.revision_id: float(np.dot(e.vector, query_vector))
+        for e in RevisionEmbedding.objects.filter(generation=generation, revision_id__in=eligible_ids)
+    }
+    floor = semantic_search.SIMILARITY_FLOOR
+    expected = sorted((rid for rid, s in similarity.items() if s >= floor), key=lambda rid: -similarity[rid])
+    assert [hit.target_id for hit in hits] == expected and len(expected) >= 2
+    private = set(RevisionEmbedding.objects.values_list("revision_id", flat=True)) - eligible_ids
+    assert len(private) == 2 and not private & {hit.target_id for hit in hits}

@@ -47,13 +47,15 @@ while len(texts) < count:
 model = embedding_model()
 model.embed(texts[:8])  # load the session before timing
 batch = settings.ENGRAM_EMBEDDING_BATCH
-time.sleep(max(0.0, float(sys.argv[3]) - time.time()))  # every pool process starts together
-started = time.perf_counter()
+print("ready", flush=True)
+sys.stdin.readline()  # every pool process starts when all have loaded the model
+wall_start, started = time.time(), time.perf_counter()
 for start in range(0, len(texts), batch):
     model.embed(texts[start : start + batch])
 elapsed = time.perf_counter() - started
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"texts": len(texts), "seconds": elapsed, "peak_mb": peak_mb}))
+print(json.dumps({"texts": len(texts), "seconds": elapsed, "peak_mb": peak_mb,
+                  "wall_start": wall_start, "wall_end": wall_start + elapsed}))
 """
 
 
@@ -113,20 +115,29 @@ class Command(BaseCommand):
 
 def worker_throughput(texts: int, locomo: str, processes: int = 1) -> list[dict[str, float]]:
     """Embed ``texts`` LoCoMo turns in each of ``processes`` processes running at once, as a worker's
-    pool does. One dict per process: ``texts``, ``seconds`` (the embedding alone, the model loaded,
-    from a start line all processes wait at) and the process's ``peak_mb``."""
+    pool does. Each process loads the model, says it is ready and waits; all start together. One
+    dict per process: ``texts``, ``seconds`` (the embedding alone), ``wall_start``/``wall_end`` (epoch
+    seconds) and the process's ``peak_mb``."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    start_at = time.time() + 10 + 2 * processes  # past every process's model load
     runs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER_SCRIPT, str(texts), locomo, str(start_at)],
+            [sys.executable, "-c", WORKER_SCRIPT, str(texts), locomo],
             cwd=settings.BASE_DIR,
             env=env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for _ in range(processes)
     ]
+    for run in runs:
+        assert run.stdout is not None
+        if run.stdout.readline().strip() != "ready":
+            raise RuntimeError("an embedding process failed to load the model")
+    for run in runs:  # release them all before waiting for any
+        assert run.stdin is not None
+        run.stdin.write("go\n")
+        run.stdin.flush()
     results = []
     for run in runs:
         stdout, _ = run.communicate()
@@ -137,8 +148,10 @@ def worker_throughput(texts: int, locomo: str, processes: int = 1) -> list[dict[
 
 
 def pool_rate(processes: list[dict[str, float]]) -> float:
-    """Texts per second of processes that started together: all their texts over the slowest's time."""
-    return sum(p["texts"] for p in processes) / max(p["seconds"] for p in processes)
+    """Texts per second of processes run at once: all their texts over the span from the first start
+    to the last end."""
+    span = max(p["wall_end"] for p in processes) - min(p["wall_start"] for p in processes)
+    return sum(p["texts"] for p in processes) / span
 
 
 def embed_corpus(agents: list[Any], write: Callable[[str], Any]) -> None:

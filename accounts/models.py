@@ -96,8 +96,12 @@ class Actor(models.Model):
 
     @property
     def label(self) -> str:
-        """How an actor is rendered to a model: current display name plus the stable external id."""
-        return f"{self.display_name} (id {self.external_id})"
+        return actor_label(self.display_name, self.external_id)
+
+
+def actor_label(display_name: str, external_id: str) -> str:
+    """How an actor is rendered to a model: current display name plus the stable external id."""
+    return f"{display_name} (id {external_id})"
 
 
 class IdentityLink(models.Model):

@@ -35,7 +35,7 @@ from django.db.models import Q
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from accounts.models import Actor, IdentityLink
+from accounts.models import Actor, IdentityLink, actor_label
 from config.audit import audit_digest, read_audit_transaction
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
@@ -623,12 +623,11 @@ def _hydrate(
         rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
     def found(row: dict[str, Any]) -> FoundMessage:
-        actor = Actor(display_name=row["actor_name"], external_id=row["actor_external_id"])
         return FoundMessage(
             message_id=row["message_id"],
             conversation_id=row["conversation_id"],
             actor_id=row["actor_id"],
-            actor=actor.label if row["actor_id"] else None,
+            actor=actor_label(row["actor_name"], row["actor_external_id"]) if row["actor_id"] else None,
             direction=row["direction"],
             created_at=row["created_at"],
             body=row["body"],

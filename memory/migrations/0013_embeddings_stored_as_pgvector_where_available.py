@@ -39,22 +39,22 @@ def _column_type(schema_editor: BaseDatabaseSchemaEditor, table: str) -> str | N
         return str(row[0]) if row else None
 
 
-def to_vector(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    for table, check in TABLES.items():
-        if _column_type(schema_editor, table) != "real[]":
+def _convert(schema_editor: BaseDatabaseSchemaEditor, *, source: str, target: str, check: str) -> None:
+    """Columns of type ``source`` become ``target``, their dimensions check rewritten as ``check``."""
+    for table, name in TABLES.items():
+        if _column_type(schema_editor, table) != source:
             continue
-        schema_editor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {check}")
-        schema_editor.execute(f"ALTER TABLE {table} ALTER COLUMN vector TYPE vector USING vector::vector")
-        schema_editor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {check} CHECK (vector_dims(vector) = dims)")
+        schema_editor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+        schema_editor.execute(f"ALTER TABLE {table} ALTER COLUMN vector TYPE {target} USING vector::{target}")
+        schema_editor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check})")
+
+
+def to_vector(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    _convert(schema_editor, source="real[]", target="vector", check="vector_dims(vector) = dims")
 
 
 def to_array(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    for table, check in TABLES.items():
-        if _column_type(schema_editor, table) != "vector":
-            continue
-        schema_editor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {check}")
-        schema_editor.execute(f"ALTER TABLE {table} ALTER COLUMN vector TYPE real[] USING vector::real[]")
-        schema_editor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {check} CHECK ({ARRAY_CHECK})")
+    _convert(schema_editor, source="vector", target="real[]", check=ARRAY_CHECK)
 
 
 class Migration(migrations.Migration):

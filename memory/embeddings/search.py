@@ -7,7 +7,8 @@ nearest neighbours with a raised ``ef_search`` and eligibility is applied to the
 every id is revalidated once more when candidates are hydrated. A similarity floor keeps "nearest"
 from meaning "relevant": below it a text is not a semantic match at all.
 
-Vectors are stored as ``real[]``; ``vector::vector(dims)`` is the cast pgvector indexes and compares.
+Vectors are stored as pgvector ``vector`` (``real[]`` on a server without pgvector, where no semantic
+search runs); ``vector::vector(dims)`` is the typed form the HNSW indexes are built on and compared in.
 """
 
 from __future__ import annotations
@@ -59,20 +60,22 @@ class _Semantic:
         params = {**params, "s_generation": self.generation.pk, "s_limit": limit, "s_floor": 1 - self.floor}
         agent_vectors = f"v.generation_id = %(s_generation)s AND v.dims = {dims} AND v.agent_id = %(el_agent)s"
         with connection.cursor() as cursor:
-            # One statement. Up to EXACT_LIMIT vectors for the agent: the distance of every one of
-            # them, then eligibility for those within the floor, nearest first, until ``limit`` pass
-            # (each candidate is one probe of the eligibility subquery, instead of evaluating it for
-            # every revision or message the agent has). The result is exactly the nearest eligible
-            # rows. Above EXACT_LIMIT, a single NULL row sends the search to the HNSW path.
+            # One statement. One pass over the agent's vectors (at most EXACT_LIMIT + 1 of them)
+            # computes every distance; those within the floor are taken nearest first and each is
+            # judged by one probe of the eligibility subquery (a scalar subquery: the planner cannot
+            # turn it into a join that evaluates eligibility for every row the agent has), until
+            # ``limit`` pass. The result is exactly the nearest eligible rows. An agent with more
+            # vectors than EXACT_LIMIT gets a single NULL row, which sends the search to HNSW.
             cursor.execute(
-                f"WITH size AS (SELECT count(*) AS n FROM (SELECT 1 FROM {table} v WHERE {agent_vectors}"
-                f" LIMIT {EXACT_LIMIT + 1}) s),"
-                f" near AS MATERIALIZED (SELECT v.{key} AS target, {distance} AS d FROM {table} v"
-                f" WHERE (SELECT n FROM size) <= {EXACT_LIMIT} AND {agent_vectors} AND {distance} <= %(s_floor)s)"
-                " (SELECT near.target, near.d FROM near"
-                f" WHERE EXISTS (SELECT 1 FROM ({eligible_sql}) el WHERE el.{id_column} = near.target)"
-                " ORDER BY near.d, near.target LIMIT %(s_limit)s)"
-                f" UNION ALL SELECT NULL, NULL WHERE (SELECT n FROM size) > {EXACT_LIMIT}",
+                f"WITH agent AS MATERIALIZED (SELECT v.{key} AS target, {distance} AS d FROM {table} v"
+                f" WHERE {agent_vectors} LIMIT {EXACT_LIMIT + 1}),"
+                f" exact AS (SELECT count(*) <= {EXACT_LIMIT} AS ok FROM agent)"
+                " (SELECT near.target, near.d FROM (SELECT agent.target, agent.d FROM agent"
+                " WHERE (SELECT ok FROM exact) AND agent.d <= %(s_floor)s"
+                " ORDER BY agent.d, agent.target OFFSET 0) near"
+                f" WHERE (SELECT TRUE FROM ({eligible_sql}) el WHERE el.{id_column} = near.target LIMIT 1)"
+                " LIMIT %(s_limit)s)"
+                " UNION ALL SELECT NULL, NULL WHERE NOT (SELECT ok FROM exact)",
                 params,
             )
             rows = cursor.fetchall()

@@ -3,9 +3,9 @@ most ``ARM_CAP`` candidates as (revision id, rank, arm score).
 
 The SQL arms run as one statement (one round trip; PostgreSQL evaluates each branch against the
 inlined eligibility predicate, driving from its own index). Provider arms (semantic search) sit
-behind :class:`CandidateProvider` and run beside it under a shared deadline; whatever they return is
-revalidated against the eligible set when candidates are hydrated, so a provider can never add a row
-eligibility removed.
+behind :class:`CandidateProvider` and run before it under a shared deadline; whatever they return
+enters that statement as one more branch, joined to the eligible set by id (the revalidation), so a
+provider can never add a row eligibility removed, and its hits are hydrated with the others.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from django.db import connection
 
 from history.models import agent_terms_match
 from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_from_row
-from memory.retrieval.eligibility import ELIGIBLE_ROWS_BY_ID, EligibleRevisions
+from memory.retrieval.eligibility import ELIGIBLE_ROWS, EligibleRevisions
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
 ARM_CAP = 200
 #: The lexical match, through the sidecar's agent-qualified terms index.
 TERMS_MATCH = agent_terms_match("%(el_agent)s", "%(q_text)s")
-#: Leading columns of an arms row: arm, revision id, rank, score, withheld count; hydration follows.
-HIT_COLUMNS = 5
+#: Leading columns of an arms row: the withheld count, then a revision's arms and its ranks and
+#: scores in them (arrays); the revision's hydrated columns follow.
+HIT_COLUMNS = 4
 
 #: Statements that ask about ownership: "has", "owns", "drives", "uses", without a negated or past form.
 OWNERSHIP_PATTERN = r"\m(has|have|owns|own|drives|drive|uses|use|rides)\M"
@@ -62,8 +63,12 @@ def sql_arms(
     delta_after: int | None = None,
     boosts_as_arms: bool = False,
     lexical: bool = True,
+    provided: Sequence[ArmHit] = (),
 ) -> ArmsResult:
     """Run every applicable SQL arm in one statement: the hits, hydrated, and the unknown-withheld count.
+
+    ``provided`` are provider hits (semantic search): those the eligible set admits come back among
+    the hits, with their arm, rank and score, hydrated like the others; the rest are dropped.
 
     ``lexical=False`` leaves the lexical arm out (to measure the other arms alone); every other arm,
     and eligibility, are unchanged.
@@ -81,6 +86,10 @@ def sql_arms(
         "q_types": list(query.anchor_types),
         "q_cap": ARM_CAP,
         "q_delta_after": delta_after,
+        "p_arms": [hit.arm for hit in provided],
+        "p_ids": [hit.target_id for hit in provided],
+        "p_ranks": [hit.rank for hit in provided],
+        "p_scores": [hit.score for hit in provided],
     }
     branches: list[str] = []
     if lexical and not query.empty:
@@ -144,6 +153,13 @@ def sql_arms(
             " SELECT el.revision_id, row_number() OVER (ORDER BY el.revision_id DESC) AS rank"
             " FROM el WHERE el.revision_id > %(q_delta_after)s ORDER BY rank LIMIT %(q_cap)s) delta"
         )
+    if provided:
+        # Revalidation: a provider's id counts only if the eligible set admits it, now, in this snapshot.
+        branches.append(
+            "SELECT p.arm, el.revision_id, p.rank, p.score"
+            " FROM unnest(%(p_arms)s::text[], %(p_ids)s::bigint[], %(p_ranks)s::int[], %(p_scores)s::float8[])"
+            " AS p(arm, revision_id, rank, score) JOIN el ON el.revision_id = p.revision_id"
+        )
     withheld = "0"
     if not query.empty:
         withheld = (
@@ -152,16 +168,18 @@ def sql_arms(
             f" WHERE {TERMS_MATCH})"
         )
     union = " UNION ALL ".join(branches)
-    # Hits are hydrated in the same statement (same snapshot, one round trip). Every hit was drawn
-    # from ``el`` in this statement, so its rows are read by id without applying eligibility twice.
-    # A statement with no hits still returns one row carrying the withheld count.
-    hit_rows = ELIGIBLE_ROWS_BY_ID.format(ids="SELECT revision_id FROM hits")
+    # Hits are hydrated in the same statement (same snapshot, one round trip), one row per revision
+    # carrying its arms, ranks and scores. Every hit was drawn from ``el`` in this statement, so its
+    # row is read by id without applying eligibility twice, driven from the hits (however few the
+    # planner expects there to be). A statement with no hits returns one row carrying the withheld count.
     sql = (
         f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits(arm, revision_id, rank, score) AS ({union}), "
-        f"hydrated AS (SELECT {HYDRATED_COLUMNS} FROM ({hit_rows}) el) "
-        f"SELECT h.arm, h.revision_id, h.rank, h.score, w.withheld, hydrated.* "
-        f"FROM (SELECT {withheld} AS withheld) w LEFT JOIN hits h ON TRUE "
-        "LEFT JOIN hydrated ON hydrated.revision_id = h.revision_id"
+        "by_revision AS (SELECT revision_id, array_agg(arm) AS arms, array_agg(rank) AS ranks,"
+        " array_agg(score) AS scores FROM hits GROUP BY revision_id), "
+        f"hydrated AS (SELECT h.arms, h.ranks, h.scores, {HYDRATED_COLUMNS}"
+        f" FROM by_revision h JOIN ({ELIGIBLE_ROWS}) el ON el.revision_id = h.revision_id) "
+        "SELECT w.withheld, hydrated.* "
+        f"FROM (SELECT {withheld} AS withheld) w LEFT JOIN hydrated ON TRUE"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -170,11 +188,14 @@ def sql_arms(
     hits: list[ArmHit] = []
     pool: dict[int, Candidate] = {}
     for row in rows:
-        arm, revision_id, rank, score = row[:4]
-        if arm is None:
+        arms, ranks, scores = row[1:HIT_COLUMNS]
+        if arms is None:
             continue
-        hits.append(ArmHit(arm, int(revision_id), int(rank), float(score)))
-        if revision_id not in pool:
-            pool[revision_id] = candidate_from_row(columns, row[HIT_COLUMNS:])
-    withheld_count = int(rows[0][4]) if rows else 0
+        candidate = candidate_from_row(columns, row[HIT_COLUMNS:])
+        pool[candidate.revision_id] = candidate
+        hits.extend(
+            ArmHit(arm, candidate.revision_id, int(rank), float(score))
+            for arm, rank, score in zip(arms, ranks, scores, strict=True)
+        )
+    withheld_count = int(rows[0][0]) if rows else 0
     return ArmsResult(hits, pool, withheld_count)

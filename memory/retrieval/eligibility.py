@@ -52,12 +52,11 @@ ELIGIBLE_COLUMNS = (
 )
 
 
-#: The ``ELIGIBLE_COLUMNS`` of revisions given by id (``{ids}``: a subquery), with no eligibility
-#: rule: only for ids drawn from an eligible set in the same statement (one snapshot).
-ELIGIBLE_ROWS_BY_ID = (
-    f"SELECT {ELIGIBLE_COLUMNS} FROM memory_memoryrevision r JOIN memory_memoryentry e ON e.id = r.entry_id"
-    " WHERE r.agent_id = %(el_agent)s AND r.id IN ({ids})"
-)
+#: The ``ELIGIBLE_COLUMNS`` of revisions, to be joined by id to ids drawn from an eligible set in the
+#: same statement (one snapshot), with no eligibility rule of its own. Having no agent term is what
+#: keeps it a primary-key probe per id: with one, a planner whose statistics have not yet seen a
+#: new agent's rows would read every revision of that agent instead.
+ELIGIBLE_ROWS = f"SELECT {ELIGIBLE_COLUMNS} FROM memory_memoryrevision r JOIN memory_memoryentry e ON e.id = r.entry_id"
 
 
 @dataclass(frozen=True)

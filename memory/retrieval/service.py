@@ -21,7 +21,7 @@ from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, sql_arms
-from memory.retrieval.candidates import Candidate, hydrate
+from memory.retrieval.candidates import Candidate
 from memory.retrieval.collapse import collapse, mark_near_duplicates
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
@@ -133,10 +133,6 @@ def recall(
         named_subject_ids=query.named_subject_ids,
         now=now,
     )
-    arm_started = time.perf_counter()
-    arms = sql_arms(eligible, query, delta_after=delta_after, boosts_as_arms=profile == "core", lexical=lexical)
-    hits, withheld_unknown = arms.hits, arms.withheld_unknown
-    arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3)}
     outcome = run_providers(
         []
         if query.empty
@@ -144,10 +140,18 @@ def recall(
         cap=ARM_CAP,
     )
     degradation = ",".join(d for d in (unavailable if not query.empty else "", outcome.degradation) if d)
-    arm_latency.update(outcome.latency_ms)
-    hits.extend(outcome.hits)
-
-    pool = _candidates(eligible, arms.pool, hits)
+    arm_started = time.perf_counter()
+    arms = sql_arms(
+        eligible,
+        query,
+        delta_after=delta_after,
+        boosts_as_arms=profile == "core",
+        lexical=lexical,
+        provided=outcome.hits,
+    )
+    hits, withheld_unknown = arms.hits, arms.withheld_unknown
+    arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3), **outcome.latency_ms}
+    pool = _with_arm_ranks(arms.pool, hits)
     arms_run = {hit.arm for hit in hits} | {p.name for p in providers}
     for candidate in pool.values():
         candidate.conflicts = [p for p in candidate.conflicts if p in pool]
@@ -218,20 +222,14 @@ def recall(
     )
 
 
-def _candidates(
-    eligible: EligibleRevisions, hydrated: dict[int, Candidate], hits: Sequence[ArmHit]
-) -> dict[int, Candidate]:
-    """Hydrate every hit through the eligible set (revalidation) and attach its arm ranks.
+def _with_arm_ranks(pool: dict[int, Candidate], hits: Sequence[ArmHit]) -> dict[int, Candidate]:
+    """Attach each hit's best rank (and its score) in its arm to the candidate it names.
 
-    ``hydrated`` holds the SQL arms' hits, hydrated in their own statement; provider hits outside it
-    are hydrated here, and any the eligible set does not admit are dropped.
+    Every hit, a provider's included, was drawn from the eligible set and hydrated in the arms
+    statement, so every hit has its candidate.
     """
-    pool = dict(hydrated)
-    pool.update(hydrate(eligible, (hit.target_id for hit in hits if hit.target_id not in pool)))
     for hit in hits:
-        candidate = pool.get(hit.target_id)
-        if candidate is None:
-            continue  # not eligible now: a provider may have returned a stale or foreign id
+        candidate = pool[hit.target_id]
         if hit.rank < candidate.arms.get(hit.arm, ARM_CAP + 1):
             candidate.arms[hit.arm] = hit.rank
             candidate.arm_scores[hit.arm] = hit.score

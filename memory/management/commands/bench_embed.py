@@ -26,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 from tqdm import tqdm
 
-from memory.bench.corpus import locomo_dev_path
+from memory.bench.corpus import locomo_dev_path, settle
 from memory.bench.stats import percentile
 from memory.embeddings.index import _embed_revisions, ensure_generation, semantic_enabled
 from memory.management.commands.bench_recall import WARMUP, Bench, Spec, ensure_corpus
@@ -98,6 +98,7 @@ class Command(BaseCommand):
             spec = Spec(revisions=options["revisions"], agents=options["agents"], seed=options["seed"])
             agents, _ = ensure_corpus(spec)
             embed_corpus(agents, self.stdout.write)
+            settle()  # as bench_recall does: planner statistics that have seen every agent's rows
             p50, p95 = self.time_recall(agents, spec, options["queries"])
             result.update(recall_p50_ms=round(p50, 3), recall_p95_ms=round(p95, 3), revisions=spec.revisions)
         self.stdout.write(json.dumps(result))

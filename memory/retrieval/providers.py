@@ -73,12 +73,17 @@ def run_providers(
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
             try:
                 with transaction.atomic(), connection.cursor() as cursor:
-                    # SET LOCAL lasts until the end of the enclosing transaction, not this savepoint:
-                    # restore the previous limit so later statements of a caller's transaction keep it.
-                    cursor.execute("SELECT current_setting('statement_timeout')")
+                    # A local setting lasts until the end of the enclosing transaction, not this
+                    # savepoint: the previous limit is read (in the subquery, before the outer row
+                    # sets the new one) and restored, so later statements of a caller's transaction
+                    # keep it.
+                    cursor.execute(
+                        "SELECT previous, set_config('statement_timeout', %s, true)"
+                        " FROM (SELECT current_setting('statement_timeout') AS previous OFFSET 0) s",
+                        [str(remaining_ms)],
+                    )
                     row = cursor.fetchone()
                     previous = row[0] if row else "0"
-                    cursor.execute(f"SET LOCAL statement_timeout = {remaining_ms}")
                     try:
                         hits.extend(list(provider.call())[:cap])
                     finally:

@@ -127,7 +127,8 @@ def fused_match(candidate: Candidate, arms_run: set[str]) -> float:
 def score(
     candidate: Candidate, *, query: RecallQuery, profile: str, project: str, arms_run: set[str], now: datetime
 ) -> None:
-    """Compute the features, the weighted score and the reason, in place."""
+    """Compute the features and the weighted score, in place (the reason is written by :func:`explain`,
+    for the few items that are rendered)."""
     weights = PROFILES[profile]
     requester = query.subject_ids[0] if query.subject_ids else None
     candidate.carried = is_carried(candidate, project)
@@ -157,7 +158,6 @@ def score(
     candidate.components = {name: round(value, 4) for name, value in features.items()}
     candidate.score = round(total, 6)
     candidate.band = band(candidate)
-    candidate.reason = _reason(candidate, features)
 
 
 def passes_relevance(candidate: Candidate, *, query: RecallQuery, profile: str) -> bool:
@@ -170,7 +170,9 @@ def passes_relevance(candidate: Candidate, *, query: RecallQuery, profile: str) 
     return candidate.score >= PROFILES[profile].floor
 
 
-def _reason(candidate: Candidate, features: dict[str, float]) -> str:
+def explain(candidate: Candidate) -> str:
+    """The one-line reason shown with a scored item: its arms and ranks, then the features that moved it."""
+    features = candidate.components
     parts = [f"{arm} #{rank}" for arm, rank in sorted(candidate.arms.items(), key=lambda kv: (kv[1], kv[0]))]
     if features["subject"] >= 1.0:
         parts.append("about the requester")

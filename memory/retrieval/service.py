@@ -26,7 +26,7 @@ from memory.retrieval.collapse import collapse, mark_near_duplicates
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import RecallQuery
-from memory.retrieval.ranking import POLICY_VERSION, passes_relevance, score
+from memory.retrieval.ranking import POLICY_VERSION, explain, passes_relevance, score
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
 from memory.retrieval.safety import block_reason
 
@@ -178,6 +178,8 @@ def recall(
         selected = _reserve_durable(selected, budget)
     labels = _labels(selected)
     packed = pack(selected, labels, max_items=budget.max_items, max_tokens=budget.max_tokens, screen=block_reason)
+    for candidate in packed.items:
+        candidate.reason = explain(candidate)
     policy = POLICY_VERSION + "".join(query.policy_tags)
     historical = query.as_of is not None or query.known_at is not None
     as_of = (query.as_of or now).astimezone(UTC)

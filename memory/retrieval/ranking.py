@@ -71,8 +71,12 @@ PROFILES: dict[str, Weights] = {
     ),
 }
 
-#: The weight vectors as plain dicts, computed once (scoring runs for every candidate).
-WEIGHT_TABLES: dict[str, dict[str, float]] = {name: asdict(weights) for name, weights in PROFILES.items()}
+#: Each profile's (feature, weight) pairs that add to the score (the penalty subtracts; the floor is a
+#: threshold), computed once: scoring runs for every candidate.
+FEATURE_WEIGHTS: dict[str, tuple[tuple[str, float], ...]] = {
+    name: tuple((feature, w) for feature, w in asdict(weights).items() if feature not in ("penalty", "floor"))
+    for name, weights in PROFILES.items()
+}
 
 LIFECYCLE_WEIGHT: dict[str, float] = {
     Lifecycle.ACTIVE: 1.0,
@@ -152,8 +156,7 @@ def score(
             1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)
         ),
     }
-    w = WEIGHT_TABLES[profile]
-    total = sum(w[name] * value for name, value in features.items() if name != "penalty")
+    total = sum(weight * features[name] for name, weight in FEATURE_WEIGHTS[profile])
     total -= weights.penalty * features["penalty"]
     candidate.components = {name: round(value, 4) for name, value in features.items()}
     candidate.score = round(total, 6)

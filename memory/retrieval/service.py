@@ -14,7 +14,7 @@ from functools import partial
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.models import Actor
+from accounts.models import Actor, actor_label
 from config.errors import Unprocessable
 from history.models import Session, Turn
 from memory.embeddings.search import semantic_providers
@@ -287,8 +287,8 @@ def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidat
 
 def _labels(items: Sequence[Candidate]) -> Labels:
     actor_ids = {i for c in items for i in (c.subject_id, c.source_actor_id) if i is not None}
-    actors = Actor.objects.filter(pk__in=actor_ids).only("display_name", "external_id")
-    return Labels({actor.pk: actor.label for actor in actors})
+    rows = Actor.objects.filter(pk__in=actor_ids).values_list("pk", "display_name", "external_id")
+    return Labels({pk: actor_label(display_name, external_id) for pk, display_name, external_id in rows})
 
 
 def _arm_counts(hits: Sequence[ArmHit]) -> dict[str, int]:

@@ -12,11 +12,13 @@ requester in the same transaction: repeated misses are a formation signal.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Field, Model
 from django.utils import timezone
 
 from config.audit import audit_digest, read_audit_transaction
@@ -58,7 +60,7 @@ def record(
     cost_ms: float,
 ) -> RecallTrace:
     destination = perspective.destination
-    trace = RecallTrace.objects.create(
+    trace = RecallTrace(
         agent_id=perspective.agent_id,
         session=session,
         turn=turn,
@@ -84,9 +86,8 @@ def record(
         audience_namespace=destination.namespace,
         audience_readers=list(destination.readers),
     )
-    RecallTraceItem.objects.bulk_create(
+    trace_items = [
         RecallTraceItem(
-            trace=trace,
             position=position,
             entry_id=item.entry_id,
             revision_id=item.revision_id,
@@ -101,10 +102,9 @@ def record(
             source_label=(labels.of(item.source_actor_id) or "") if item.source_actor_id != item.subject_id else "",
         )
         for position, item in enumerate(items)
-    )
-    RetrievalEvent.objects.create(
+    ]
+    event = RetrievalEvent(
         agent_id=perspective.agent_id,
-        trace=trace,
         query_digest=audit_digest(query_text) if query_text else "",
         destination_audience=destination.as_dict(),
         selected_revision_ids=[item.revision_id for item in items],
@@ -113,9 +113,53 @@ def record(
         degradation=degradation,
         withheld_unknown_count=withheld_unknown,
     )
+    _insert_trace(trace, trace_items, event)
     if profile == "task" and perspective.requester_id is not None and not items and not RecallQuery(query_text).empty:
         _record_miss(agent_id=perspective.agent_id, subject_id=perspective.requester_id)
     return trace
+
+
+def _insert_trace(trace: RecallTrace, items: Sequence[RecallTraceItem], event: RetrievalEvent) -> None:
+    """Insert the trace, its items and its event in one statement (one round trip), each row as
+    ``Model.save()`` would write it (the fields' own defaults and conversions); sets ``trace.pk``."""
+    trace_columns, trace_values, params = _row(trace)
+    sql = f"WITH t AS (INSERT INTO {RecallTrace._meta.db_table} ({trace_columns}) VALUES ({trace_values}) RETURNING id)"
+    if items:
+        rows = [_row(item, parent="trace") for item in items]
+        item_columns = rows[0][0]
+        sql += (
+            f", i AS (INSERT INTO {RecallTraceItem._meta.db_table} (trace_id, {item_columns})"
+            f" SELECT t.id, v.* FROM t, (VALUES {', '.join(f'({values})' for _, values, _ in rows)}) v)"
+        )
+        params += [value for _, _, values in rows for value in values]
+    event_columns, event_values, event_params = _row(event, parent="trace")
+    sql += (
+        f", e AS (INSERT INTO {RetrievalEvent._meta.db_table} (trace_id, {event_columns})"
+        f" SELECT t.id, {event_values} FROM t) SELECT id FROM t"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params + event_params)
+        row = cursor.fetchone()
+    assert row is not None
+    trace.pk = row[0]
+    trace._state.adding = False
+
+
+def _row(obj: Model, *, parent: str = "") -> tuple[str, str, list[Any]]:
+    """Columns, typed placeholders and values of an unsaved row, leaving out its primary key and the
+    ``parent`` foreign key (filled from the statement's own insert)."""
+    fields, columns, placeholders = _insert_shape(type(obj), parent)
+    db = connections[DEFAULT_DB_ALIAS]
+    return columns, placeholders, [f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields]
+
+
+@functools.cache
+def _insert_shape(model: type[Model], parent: str) -> tuple[tuple[Field[Any, Any], ...], str, str]:
+    db = connections[DEFAULT_DB_ALIAS]
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key and f.name != parent)
+    columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
+    placeholders = ", ".join(f"CAST(%s AS {f.db_type(db)})" for f in fields)
+    return fields, columns, placeholders
 
 
 def _record_miss(*, agent_id: int, subject_id: int) -> None:

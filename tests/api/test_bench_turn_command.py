@@ -67,3 +67,14 @@ def test_bench_turn_ends_conversations_and_opens_a_session_per_conversation(tran
     for thread in threads:
         room = rooms[thread.external_thread_id.split("/")[0]]
         assert (thread.audience_kind, thread.audience_readers) == (room.audience_kind, room.audience_readers)
+
+    # A second run on the same corpus continues the rooms, not the threads the first run opened, and
+    # counts the first run's turns toward each conversation's length.
+    call_command(
+        "bench_turn",
+        *("--memories", "100", "--messages", "300", "--turns", "20", "--warmup", "0", "--per-conversation", "2"),
+        stdout=StringIO(),
+    )
+    per_conversation = Counter(Message.objects.filter(direction="outbound").values_list("conversation_id", flat=True))
+    assert sum(per_conversation.values()) == 80 and max(per_conversation.values()) <= 2
+    assert not Conversation.objects.filter(external_thread_id__regex=r"/.*/").exists()

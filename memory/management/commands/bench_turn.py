@@ -46,10 +46,11 @@ import pgtrigger
 import requests
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
+from django.db.models import Count
 
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
-from history.models import Conversation, Message
+from history.models import Conversation, Message, MessageDirection
 from memory.bench.corpus import settle
 from memory.bench.server import served
 from memory.bench.stats import percentile
@@ -290,7 +291,16 @@ class Script:
         people = {p.pk: p for p in Actor.objects.filter(connector__agent=agent).order_by("pk")}
         everyone = list(people.values())
         rooms = []
-        for conversation in Conversation.objects.filter(agent=agent).order_by("pk"):
+        # The corpus's own conversations are the rooms; threads opened by earlier runs are not.
+        corpus = list(Conversation.objects.filter(agent=agent).exclude(external_thread_id__contains="/").order_by("pk"))
+        replies = dict(
+            Message.objects.filter(conversation__in=corpus, direction=MessageDirection.OUTBOUND)
+            .order_by()
+            .values("conversation_id")
+            .annotate(n=Count("id"))
+            .values_list("conversation_id", "n")
+        )
+        for conversation in corpus:
             readers = [people[pk] for pk in conversation.audience_readers if pk in people]
             audience: dict[str, Any] = {"kind": conversation.audience_kind}
             if readers:
@@ -310,8 +320,12 @@ class Script:
             run=datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"),
             per_conversation=per_conversation,
         )
-        # The first conversation of each room is the corpus's own, with its history.
-        script.open = [Thread(room, room.external_id, rng.choice(room.speakers)) for room in rooms]
+        # The first conversation of each room is the corpus's own, with its history. Turns an earlier run
+        # had there count toward its length, so a reused corpus's conversations end like a fresh one's.
+        script.open = [
+            Thread(room, room.external_id, rng.choice(room.speakers), turns=replies.get(conversation.pk, 0))
+            for room, conversation in zip(rooms, corpus, strict=True)
+        ]
         return script
 
     def thread(self) -> Thread:

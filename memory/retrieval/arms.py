@@ -86,10 +86,6 @@ def sql_arms(
         "q_types": list(query.anchor_types),
         "q_cap": ARM_CAP,
         "q_delta_after": delta_after,
-        "p_arms": [hit.arm for hit in provided],
-        "p_ids": [hit.target_id for hit in provided],
-        "p_ranks": [hit.rank for hit in provided],
-        "p_scores": [hit.score for hit in provided],
     }
     branches: list[str] = []
     if lexical and not query.empty:
@@ -155,6 +151,12 @@ def sql_arms(
         )
     if provided:
         # Revalidation: a provider's id counts only if the eligible set admits it, now, in this snapshot.
+        params.update(
+            p_arms=[hit.arm for hit in provided],
+            p_ids=[hit.target_id for hit in provided],
+            p_ranks=[hit.rank for hit in provided],
+            p_scores=[hit.score for hit in provided],
+        )
         branches.append(
             "SELECT p.arm, el.revision_id, p.rank, p.score"
             " FROM unnest(%(p_arms)s::text[], %(p_ids)s::bigint[], %(p_ranks)s::int[], %(p_scores)s::float8[])"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from config import db as engram_db
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ENGRAM_VAR_DIR", BASE_DIR / "var"))
 
@@ -102,6 +104,8 @@ else:
 # at PostgreSQL's default of 4 (spinning disks) the planner joins a few thousand full-text matches to
 # their messages by scanning the whole primary key (42 ms) instead of probing it (5 ms).
 DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off -c random_page_cost=1.1"
+# Timestamps are read by psycopg's compiled loader rather than Django's Python one (config/db.py).
+DATABASES["default"]["OPTIONS"]["cursor_factory"] = engram_db.Cursor
 # Separate test databases let several test runs share one server.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
 # A persistent connection outlives a database restart: check it before each request's first query, so

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from django.db import connection
 
 from history.models import agent_terms_match
-from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_from_row
+from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_reader
 from memory.retrieval.eligibility import ELIGIBLE_ROWS, EligibleRevisions
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
@@ -185,7 +185,7 @@ def sql_arms(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        columns = [c.name for c in cursor.description or ()][HIT_COLUMNS:]
+        read = candidate_reader([c.name for c in cursor.description or ()][HIT_COLUMNS:])
         rows = cursor.fetchall()
     hits: list[ArmHit] = []
     pool: dict[int, Candidate] = {}
@@ -193,7 +193,7 @@ def sql_arms(
         arms, ranks, scores = row[1:HIT_COLUMNS]
         if arms is None:
             continue
-        candidate = candidate_from_row(columns, row[HIT_COLUMNS:])
+        candidate = read(row[HIT_COLUMNS:])
         pool[candidate.revision_id] = candidate
         hits.extend(
             ArmHit(arm, candidate.revision_id, int(rank), float(score))

@@ -8,8 +8,8 @@ provider returned that eligibility does not admit simply does not come back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -17,8 +17,22 @@ from django.db import connection
 
 from memory.retrieval.eligibility import EligibleRevisions
 
+#: The ranking features, in the order ``Candidate.features`` holds them (see ``memory.retrieval.ranking``).
+FEATURE_NAMES = (
+    "match",
+    "subject",
+    "conversation",
+    "salience",
+    "confidence",
+    "reinforce",
+    "authority",
+    "scope",
+    "utility",
+    "penalty",
+)
 
-@dataclass
+
+@dataclass(slots=True)
 class Candidate:
     revision_id: int
     entry_id: int
@@ -49,7 +63,8 @@ class Candidate:
     #: arm name -> rank within that arm
     arms: dict[str, int] = field(default_factory=dict)
     arm_scores: dict[str, float] = field(default_factory=dict)
-    components: dict[str, float] = field(default_factory=dict)
+    #: The ranking features' values, in ``FEATURE_NAMES`` order, as scoring computed them.
+    features: tuple[float, ...] = ()
     score: float = 0.0
     reason: str = ""
     carried: bool = False
@@ -57,6 +72,16 @@ class Candidate:
     blocked: str = ""
     conflicts: list[int] = field(default_factory=list)
     near_duplicate: bool = False
+
+    @property
+    def match(self) -> float:
+        """The fused relevance feature (0 before scoring)."""
+        return self.features[0] if self.features else 0.0
+
+    @property
+    def components(self) -> dict[str, float]:
+        """The features by name, rounded as traces and payloads show them."""
+        return {name: round(value, 4) for name, value in zip(FEATURE_NAMES, self.features, strict=True)}
 
     @property
     def order_key(self) -> tuple[float, int]:
@@ -90,13 +115,23 @@ WHERE el.revision_id = ANY(%(candidate_ids)s::bigint[])
 """
 
 
-def candidate_from_row(columns: Sequence[str], row: Sequence[Any]) -> Candidate:
-    """A candidate from one row of :data:`HYDRATED_COLUMNS` (named by ``columns``)."""
-    values: dict[str, Any] = dict(zip(columns, row, strict=True))
-    partners = values.pop("conflict_partners")
-    candidate = Candidate(**values)
-    candidate.conflicts = sorted(partners)
-    return candidate
+_FIELD_NAMES = [f.name for f in fields(Candidate)]
+#: What :data:`HYDRATED_COLUMNS` fills: the candidate's leading fields, in order (its conflict partners follow).
+HYDRATED_FIELDS = tuple(_FIELD_NAMES[: _FIELD_NAMES.index("in_conversation") + 1])
+
+
+def candidate_reader(columns: Sequence[str]) -> Callable[[Sequence[Any]], Candidate]:
+    """Reads one row of :data:`HYDRATED_COLUMNS`, named by ``columns`` (checked once, then read by position)."""
+    if tuple(columns) != (*HYDRATED_FIELDS, "conflict_partners"):
+        raise ValueError(f"hydrated columns {list(columns)} do not match the candidate's fields")
+    hydrated = len(HYDRATED_FIELDS)
+
+    def read(row: Sequence[Any]) -> Candidate:
+        candidate = Candidate(*row[:hydrated])
+        candidate.conflicts = sorted(row[hydrated])
+        return candidate
+
+    return read
 
 
 def hydrate(eligible: EligibleRevisions, revision_ids: Iterable[int]) -> dict[int, Candidate]:
@@ -109,6 +144,6 @@ def hydrate(eligible: EligibleRevisions, revision_ids: Iterable[int]) -> dict[in
         return {}
     with connection.cursor() as cursor:
         cursor.execute(_HYDRATE.format(eligible=eligible.sql()), {**eligible.params(), "candidate_ids": ids})
-        columns = [c.name for c in cursor.description or ()]
-        candidates = [candidate_from_row(columns, row) for row in cursor.fetchall()]
+        read = candidate_reader([c.name for c in cursor.description or ()])
+        candidates = [read(row) for row in cursor.fetchall()]
     return {c.revision_id: c for c in candidates}

@@ -9,11 +9,11 @@ one-line reason.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 from memory.models import Authority, BeliefType, Lifecycle, Portability
-from memory.retrieval.candidates import Candidate
+from memory.retrieval.candidates import FEATURE_NAMES, Candidate
 from memory.retrieval.query import RecallQuery
 
 POLICY_VERSION = "retrieval@1"
@@ -71,12 +71,12 @@ PROFILES: dict[str, Weights] = {
     ),
 }
 
-#: Each profile's (feature, weight) pairs that add to the score (the penalty subtracts; the floor is a
-#: threshold), computed once: scoring runs for every candidate.
-FEATURE_WEIGHTS: dict[str, tuple[tuple[str, float], ...]] = {
-    name: tuple((feature, w) for feature, w in asdict(weights).items() if feature not in ("penalty", "floor"))
-    for name, weights in PROFILES.items()
+#: Each profile's weights of the features that add to the score, in ``FEATURE_NAMES`` order (the
+#: penalty, last, subtracts; the floor is a threshold), computed once: scoring runs for every candidate.
+FEATURE_WEIGHTS: dict[str, tuple[float, ...]] = {
+    name: tuple(getattr(weights, feature) for feature in FEATURE_NAMES[:-1]) for name, weights in PROFILES.items()
 }
+PENALTY = FEATURE_NAMES.index("penalty")
 
 LIFECYCLE_WEIGHT: dict[str, float] = {
     Lifecycle.ACTIVE: 1.0,
@@ -103,6 +103,7 @@ DECAY_DAYS: dict[str, float] = {
     BeliefType.EVENT: 30,
 }
 EVIDENCE_SATURATION = 10
+LOG_EVIDENCE_SATURATION = math.log1p(EVIDENCE_SATURATION)
 
 
 def is_carried(candidate: Candidate, project: str) -> bool:
@@ -135,30 +136,29 @@ def score(
     for the few items that are rendered)."""
     weights = PROFILES[profile]
     requester = query.subject_ids[0] if query.subject_ids else None
-    candidate.carried = is_carried(candidate, project)
+    candidate.carried = carried = is_carried(candidate, project)
     age_days = max(0.0, (now - candidate.recorded_at).total_seconds() / 86_400)
-    features = {
-        "match": fused_match(candidate, arms_run) if not query.empty else 0.0,
-        "subject": 1.0
-        if candidate.subject_id is not None and candidate.subject_id == requester
+    subject_id = candidate.subject_id
+    features = (
+        fused_match(candidate, arms_run) if not query.empty else 0.0,  # match
+        1.0  # subject
+        if subject_id is not None and subject_id == requester
         else 0.8
-        if candidate.subject_id in query.named_subject_ids
+        if subject_id in query.named_subject_ids
         else 0.0,
-        "conversation": 1.0 if candidate.in_conversation or "conversation" in candidate.arms else 0.0,
-        "salience": candidate.salience,
-        "confidence": candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0),
-        "reinforce": min(1.0, math.log1p(candidate.evidence_count) / math.log1p(EVIDENCE_SATURATION))
+        1.0 if candidate.in_conversation or "conversation" in candidate.arms else 0.0,  # conversation
+        candidate.salience,  # salience
+        candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0),  # confidence
+        min(1.0, math.log1p(candidate.evidence_count) / LOG_EVIDENCE_SATURATION)  # reinforce
         * math.exp(-age_days / DECAY_DAYS.get(candidate.belief_type, 180)),
-        "authority": AUTHORITY_WEIGHT.get(candidate.authority, 0.4),
-        "scope": CARRIED_AFFINITY.get(candidate.portability, 0.3) if candidate.carried else 1.0,
-        "utility": 1.0 / (1.0 + math.exp(-candidate.utility)),
-        "penalty": min(
-            1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)
-        ),
-    }
-    total = sum(weight * features[name] for name, weight in FEATURE_WEIGHTS[profile])
-    total -= weights.penalty * features["penalty"]
-    candidate.components = {name: round(value, 4) for name, value in features.items()}
+        AUTHORITY_WEIGHT.get(candidate.authority, 0.4),  # authority
+        CARRIED_AFFINITY.get(candidate.portability, 0.3) if carried else 1.0,  # scope
+        1.0 / (1.0 + math.exp(-candidate.utility)),  # utility
+        min(1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)),
+    )
+    total = sum(weight * value for weight, value in zip(FEATURE_WEIGHTS[profile], features[:PENALTY], strict=True))
+    total -= weights.penalty * features[PENALTY]
+    candidate.features = features
     candidate.score = round(total, 6)
     candidate.band = band(candidate)
 
@@ -168,7 +168,7 @@ def passes_relevance(candidate: Candidate, *, query: RecallQuery, profile: str) 
     Below the profile's floor an item is dropped even if budget is left."""
     if any(arm in candidate.arms for arm in STANDING_ARMS):
         return True
-    if profile == "task" and not query.empty and candidate.components.get("match", 0.0) <= 0.0:
+    if profile == "task" and not query.empty and round(candidate.match, 4) <= 0.0:
         return False
     return candidate.score >= PROFILES[profile].floor
 

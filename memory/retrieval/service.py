@@ -276,11 +276,9 @@ def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidat
     durable_slots = (budget.max_items * 2) // 3
     durable = [c for c in selected if c.belief_type in DURABLE_TYPES][:durable_slots]
     priming = [
-        c
-        for c in selected
-        if c.belief_type not in DURABLE_TYPES and (c.components.get("match", 0) > 0 or "always_on" in c.arms)
+        c for c in selected if c.belief_type not in DURABLE_TYPES and (round(c.match, 4) > 0 or "always_on" in c.arms)
     ]
-    priming.sort(key=lambda c: (-c.components.get("match", 0), c.order_key))
+    priming.sort(key=lambda c: (-round(c.match, 4), c.order_key))
     chosen = durable + priming[: budget.max_items - len(durable)]
     return sorted(chosen, key=lambda c: c.order_key)
 

@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Actor, RuntimeAgent
+from accounts.selectors import actors_named_in
 from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
 from history.search import HistoryQuery, search_history
@@ -315,7 +316,7 @@ def _recall(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
     query = form_query(
         message=args["query"],
         requester_id=turn.requester_id,
-        known_actors=list(Actor.objects.filter(connector__agent_id=turn.agent_id)),
+        known_actors=actors_named_in(turn.agent_id, args["query"]),
         as_of=args.get("as_of"),
         known_at=args.get("known_at"),
     )

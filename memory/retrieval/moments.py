@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.db.models import Max
 
-from accounts.models import Actor
+from accounts.selectors import actors_named_in
 from history.models import Message, Session, SessionKind, Turn
 from memory.models import EntryStatus, MemoryRevision, RecallMoment, RecallTrace, short_id
 from memory.retrieval.arms import CandidateProvider
@@ -92,9 +92,11 @@ def turn_recall(
         .order_by("-created_at", "-id")
         .values_list("body", flat=True)[:RECENT_MESSAGES]
     )[::-1]
-    actors = Actor.objects.filter(connector__agent_id=turn.agent_id).only("display_name", "external_id")
     query = form_query(
-        message=inbound.body, recent_texts=recent, requester_id=turn.requester_id, known_actors=list(actors)
+        message=inbound.body,
+        recent_texts=recent,
+        requester_id=turn.requester_id,
+        known_actors=actors_named_in(turn.agent_id, "\n".join([inbound.body, *recent])),
     )
     has_snapshot = bool(session.snapshot_sha256)
     return recall(

@@ -17,7 +17,8 @@ from django.db import connection
 
 from memory.retrieval.eligibility import EligibleRevisions
 
-#: The ranking features, in the order ``Candidate.features`` holds them (see ``memory.retrieval.ranking``).
+#: The ranking features, in the order ``Candidate.features`` holds them (see ``memory.retrieval.ranking``);
+#: the penalty, which subtracts, comes last.
 FEATURE_NAMES = (
     "match",
     "subject",

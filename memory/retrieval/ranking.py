@@ -71,12 +71,13 @@ PROFILES: dict[str, Weights] = {
     ),
 }
 
-#: Each profile's weights of the features that add to the score, in ``FEATURE_NAMES`` order (the
-#: penalty, last, subtracts; the floor is a threshold), computed once: scoring runs for every candidate.
-FEATURE_WEIGHTS: dict[str, tuple[float, ...]] = {
-    name: tuple(getattr(weights, feature) for feature in FEATURE_NAMES[:-1]) for name, weights in PROFILES.items()
-}
+#: The penalty's place among the features: it subtracts, and every feature before it adds.
 PENALTY = FEATURE_NAMES.index("penalty")
+#: Each profile's weights of the adding features, in ``FEATURE_NAMES`` order (the floor is a threshold),
+#: computed once: scoring runs for every candidate.
+FEATURE_WEIGHTS: dict[str, tuple[float, ...]] = {
+    name: tuple(getattr(weights, feature) for feature in FEATURE_NAMES[:PENALTY]) for name, weights in PROFILES.items()
+}
 
 LIFECYCLE_WEIGHT: dict[str, float] = {
     Lifecycle.ACTIVE: 1.0,
@@ -154,7 +155,9 @@ def score(
         AUTHORITY_WEIGHT.get(candidate.authority, 0.4),  # authority
         CARRIED_AFFINITY.get(candidate.portability, 0.3) if carried else 1.0,  # scope
         1.0 / (1.0 + math.exp(-candidate.utility)),  # utility
-        min(1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)),
+        min(
+            1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)
+        ),  # penalty
     )
     total = sum(weight * value for weight, value in zip(FEATURE_WEIGHTS[profile], features[:PENALTY], strict=True))
     total -= weights.penalty * features[PENALTY]

@@ -81,7 +81,9 @@ class Candidate:
 
     @property
     def components(self) -> dict[str, float]:
-        """The features by name, rounded as traces and payloads show them."""
+        """The features by name, rounded as traces and payloads show them (empty before scoring)."""
+        if not self.features:
+            return {}
         return {name: round(value, 4) for name, value in zip(FEATURE_NAMES, self.features, strict=True)}
 
     @property

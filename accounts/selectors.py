@@ -12,8 +12,9 @@ def actors_named_in(agent_id: int, text: str) -> list[Actor]:
     """The agent's actors whose display name or external id occurs in ``text``, ignoring case.
 
     These are the only candidates :func:`memory.retrieval.query.named_actor_ids` can find (it keeps
-    those named as whole words), so a recall loads them rather than every person the agent knows: one
-    substring test per actor in the database instead of one loaded row per actor per recall.
+    those named as whole words), so memory recall and history search load them rather than every
+    person the agent knows: one substring test per actor in the database instead of one loaded row
+    per actor per call.
     """
     lowered = Value(text.lower())
     return list(

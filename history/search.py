@@ -32,10 +32,10 @@ from typing import Any, Protocol
 
 from django.db import connection
 from django.db.models import Q
-from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Actor, IdentityLink, actor_label
+from accounts.selectors import actors_named_in
 from config.audit import audit_digest, read_audit_transaction
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
@@ -509,18 +509,18 @@ def _neighbours(
 def named_actors(perspective: Perspective, text: str) -> dict[int, tuple[str, ...]]:
     """Actors the query names by their current display name or external id (possessives included),
     resolved through the perspective's own actors (as the actor filter is), never invented: each id
-    with the names it goes by. Only actors whose name is one to three of the query's words are loaded."""
+    with the names it goes by. Of the actors whose name occurs in the query (the ones memory recall
+    considers too), only those whose name is one to three of its words, and not a function word, count."""
     words = [word.removesuffix("'s") for word in WORD.findall(text.lower())]
     phrases = {" ".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
     phrases -= FUNCTION_WORDS
     if not phrases:
         return {}
-    actors = list(
-        Actor.objects.filter(connector__agent_id=perspective.agent_id)
-        .annotate(name_lower=Lower("display_name"), external_lower=Lower("external_id"))
-        .filter(Q(name_lower__in=phrases) | Q(external_lower__in=phrases))
-        .only("id", "display_name", "external_id")
-    )
+    actors = [
+        actor
+        for actor in actors_named_in(perspective.agent_id, text)
+        if actor.display_name.lower() in phrases or actor.external_id.lower() in phrases
+    ]
     named = set(named_actor_ids(text, actors))
     return {a.pk: tuple(n for n in (a.display_name, a.external_id) if n) for a in actors if a.pk in named}
 

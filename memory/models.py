@@ -218,6 +218,9 @@ class MemoryRevision(AudienceColumns):
             models.Index(fields=["agent", "subject"], name="revision_agent_subject"),
             models.Index(fields=["agent", "always_on"], name="revision_agent_always_on", condition=Q(always_on=True)),
             models.Index(fields=["agent", "id"], name="revision_agent_position"),
+            # Recall counts the rows it withholds for unknown provenance on every call: without this the
+            # count reads every revision of the agent.
+            models.Index(fields=["agent"], name="revision_unknown_audience", condition=Q(audience_kind="unknown")),
         ]
         triggers = [
             protect_rows("append_only"),

@@ -23,6 +23,10 @@ from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
 ARM_CAP = 200
+#: How the lexical arm ranks matches: ``ts_rank`` (term frequency). Cover density (``ts_rank_cd``)
+#: cost nine times as much per match (4.9 vs 0.55 ms for 936 matches) for the OR'd query words, and
+#: ranked no better (LoCoMo observations, lexical recall@10 0.514 with it, 0.517 without).
+LEXICAL_RANK = "ts_rank(d.tsv, q.q)"
 #: The lexical match, through the sidecar's agent-qualified terms index.
 TERMS_MATCH = agent_terms_match("%(el_agent)s", "%(q_text)s")
 #: Leading columns of an arms row: the withheld count, then a revision's arms and its ranks and
@@ -91,8 +95,8 @@ def sql_arms(
     if lexical and not query.empty:
         branches.append(
             "SELECT 'lexical' AS arm, revision_id, rank, score FROM ("
-            " SELECT el.revision_id, row_number() OVER (ORDER BY ts_rank_cd(d.tsv, q.q) DESC, el.revision_id) AS rank,"
-            " ts_rank_cd(d.tsv, q.q)::float8 AS score"
+            f" SELECT el.revision_id, row_number() OVER (ORDER BY {LEXICAL_RANK} DESC, el.revision_id) AS rank,"
+            f" {LEXICAL_RANK}::float8 AS score"
             " FROM el JOIN memory_revisionsearchdocument d ON d.revision_id = el.revision_id,"
             " (SELECT engram_search_query(%(q_text)s) AS q) q"
             f" WHERE {TERMS_MATCH}"

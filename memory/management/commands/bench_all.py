@@ -98,11 +98,12 @@ QUERIES, TURNS, EMBED_TEXTS = 300, 200, 2_048
 INGEST_MESSAGES, INGEST_BATCH = 10_000, 500
 TURN_WARMUP = 10
 K = MAX_LIMIT
-#: The revision sidecar's query, written as ``bench_history.BARE_SQL`` is (its parameters too).
+#: The revision sidecar's query, written as ``bench_history.BARE_SQL`` is (its parameters too), and
+#: ranked as recall's lexical arm ranks (``memory.retrieval.arms.LEXICAL_RANK``).
 RECALL_BARE_SQL = (
     "SELECT d.revision_id FROM memory_revisionsearchdocument d"
     f" WHERE {agent_terms_match('%s', '%s')}"
-    " ORDER BY ts_rank_cd(d.tsv, engram_search_query(%s)) DESC LIMIT 200"
+    " ORDER BY ts_rank(d.tsv, engram_search_query(%s)) DESC LIMIT 200"
 )
 VECTOR_BARE_SQL = (
     "SELECT v.revision_id FROM memory_revisionembedding v WHERE v.agent_id = %s AND v.generation_id = %s"

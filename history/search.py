@@ -664,6 +664,14 @@ def _hydrate(
     return hits
 
 
+EVIDENCE_APPEND = """
+UPDATE history_turn SET evidence_message_ids = evidence_message_ids || ARRAY(
+    SELECT found.id FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS found(id, position)
+    WHERE found.id <> ALL(evidence_message_ids) ORDER BY found.position)
+WHERE id = %(turn)s RETURNING evidence_message_ids
+"""
+
+
 def _finish(
     perspective: Perspective,
     query: HistoryQuery,
@@ -682,12 +690,11 @@ def _finish(
                 message_ids.append(message.message_id)
     with read_audit_transaction():
         if turn is not None and message_ids:
-            # The turn's evidence grows under a row lock, so concurrent rounds cannot lose ids.
-            locked = Turn.objects.select_for_update().get(pk=turn.pk)
-            merged = list(dict.fromkeys([*locked.evidence_message_ids, *message_ids]))
-            locked.evidence_message_ids = merged
-            locked.save(update_fields=["evidence_message_ids"])
-            turn.evidence_message_ids = merged
+            # The turn's evidence grows in one update of its row (which takes the row lock), so
+            # concurrent rounds cannot lose ids; new ids are appended in the order found.
+            with connection.cursor() as cursor:
+                cursor.execute(EVIDENCE_APPEND, {"turn": turn.pk, "ids": message_ids})
+                (turn.evidence_message_ids,) = cursor.fetchone()
         event = ConversationSearchEvent.objects.create(
             agent_id=perspective.agent_id,
             turn=turn,

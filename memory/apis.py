@@ -22,6 +22,7 @@ from accounts.authentication import request_agent
 from config.api import ErrorSerializer, StrictSerializer
 from config.errors import NotFound
 from history.models import Session, SessionKind, Turn
+from memory.claims import ledger_instruction
 from memory.models import Authority, BeliefType, Portability, RecallTrace
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE
 from memory.sharing import grant_revoke, requests_for_user, sharing_request_decide_as_source
@@ -34,7 +35,6 @@ from memory.turns import (
     round_run,
     session_open,
     tools_offered,
-    turn_instruction,
     turn_ledger,
     turn_start,
 )
@@ -443,7 +443,7 @@ class LedgerApi(APIView):
         responses={200: LedgerOut, **ERRORS},
     )
     def get(self, request: Request, turn_id: int) -> Response:
-        turn = _turn(request, turn_id)
+        ledger = turn_ledger(_turn(request, turn_id))
         operations = [
             {
                 "operation": op.kind,
@@ -454,9 +454,9 @@ class LedgerApi(APIView):
                 "subject_changed": op.subject_changed,
                 "round": op.round,
             }
-            for op in turn_ledger(turn)
+            for op in ledger
         ]
-        body = {"operations": operations, "instruction": turn_instruction(turn), "role": "developer"}
+        body = {"operations": operations, "instruction": ledger_instruction(ledger), "role": "developer"}
         return Response(LedgerOut(body).data)
 
 

@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Actor, RuntimeAgent
@@ -26,7 +25,7 @@ from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
 from history.search import HistoryQuery, search_history
 from history.services import reply_record
-from memory.claims import ledger_instruction, unsupported_claims
+from memory.claims import UnsupportedClaim, ledger_instruction, unsupported_claims
 from memory.models import (
     EntryStatus,
     MemoryEntry,
@@ -171,29 +170,44 @@ class RoundResult:
 
 
 def round_run(*, turn: Turn, calls: Sequence[VerbCall]) -> RoundResult:
-    """Execute one validated round. Counting the round is atomic with the turn row lock, so two
-    concurrent rounds cannot both be the third."""
+    """Execute one validated round. The round is counted by one conditional update of the turn row
+    (which takes its lock), so two concurrent rounds cannot both be the third."""
     if not calls:
         raise Unprocessable("a round has at least one call", code="empty_round")
     if len(calls) > MAX_CALLS_PER_ROUND:
         raise Unprocessable(f"at most {MAX_CALLS_PER_ROUND} calls per round", code="too_many_calls")
-    with transaction.atomic():
-        locked = Turn.objects.select_for_update().get(pk=turn.pk)
-        if locked.state != TurnState.OPEN:
-            raise Conflict(f"the turn is {locked.state}", code="turn_closed")
-        if locked.rounds_used >= MAX_ROUNDS:
-            raise Conflict(f"a turn has at most {MAX_ROUNDS} rounds; no tools remain", code="round_limit")
-        locked.rounds_used += 1
-        locked.save(update_fields=["rounds_used"])
-    turn.refresh_from_db()
-    number = turn.rounds_used
-    results = [_execute(turn, number, call) for call in calls]
-    turn.refresh_from_db()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE history_turn SET rounds_used = rounds_used + 1"
+            " WHERE id = %s AND state = %s AND rounds_used < %s RETURNING rounds_used",
+            [turn.pk, TurnState.OPEN, MAX_ROUNDS],
+        )
+        counted = cursor.fetchone()
+    if counted is None:
+        state = Turn.objects.filter(pk=turn.pk).values_list("state", flat=True).get()
+        if state != TurnState.OPEN:
+            raise Conflict(f"the turn is {state}", code="turn_closed")
+        raise Conflict(f"a turn has at most {MAX_ROUNDS} rounds; no tools remain", code="round_limit")
+    number = turn.rounds_used = counted[0]
+    context = RoundContext(turn=turn, number=number, perspective=perspective_for_turn(turn))
+    results = [_execute(context, call) for call in calls]
+    # The response describes the turn as this round left it; a reply submitted meanwhile closes
+    # the turn, and the next round is refused then.
     tools = tools_offered(turn)
     return RoundResult(round=number, results=results, tools=tools, final=not tools)
 
 
-def _execute(turn: Turn, round_number: int, call: VerbCall) -> CallResult:
+@dataclass(frozen=True)
+class RoundContext:
+    """What every call of one round shares: the turn, the round's number and the turn's perspective
+    (bound once from the stored turn, never from a verb's arguments)."""
+
+    turn: Turn
+    number: int
+    perspective: Perspective
+
+
+def _execute(context: RoundContext, call: VerbCall) -> CallResult:
     handler = {
         "remember": _remember,
         "recall": _recall,
@@ -204,7 +218,7 @@ def _execute(turn: Turn, round_number: int, call: VerbCall) -> CallResult:
     }[call.verb]
     try:
         with transaction.atomic():
-            return handler(turn, round_number, call.args)
+            return handler(context, call.args)
     except ServiceError as error:
         status = "unchanged" if error.code in {"unknown_memory", "already_forgotten"} else "error"
         return CallResult(call.verb, status, code=error.code, message=error.message, result=error.detail)
@@ -215,7 +229,8 @@ def _provenance(turn: Turn) -> Provenance:
     return Provenance.from_turn(turn, recalled_revision_ids=recalled_revision_ids(turn))
 
 
-def _remember(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+def _remember(context: RoundContext, args: dict[str, Any]) -> CallResult:
+    turn, round_number = context.turn, context.number
     belief = Belief(
         body=args["body"],
         belief_type=args.get("belief_type", "project_fact"),
@@ -235,13 +250,14 @@ def _remember(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult
     return CallResult("remember", "ok", result=_written(written.entry.pk, written.revision))
 
 
-def _visible_entry(turn: Turn, revision_ref: str) -> tuple[MemoryEntry, int]:
+def _visible_entry(context: RoundContext, revision_ref: str) -> tuple[MemoryEntry, int]:
     """The entry a cited revision belongs to, if this turn may see that entry's current revision.
 
     Anything else (another agent's id, a memory this audience may not see, nonsense) is reported as
     an unknown memory: not allowed looks exactly like missing. Runs inside the verb's transaction and
     locks the entry, so the write that follows sees the current revision this check judged.
     """
+    turn = context.turn
     revision_id = parse_short_id(revision_ref)
     revision = (
         MemoryRevision.objects.filter(pk=revision_id, agent_id=turn.agent_id).first()
@@ -255,14 +271,15 @@ def _visible_entry(turn: Turn, revision_ref: str) -> tuple[MemoryEntry, int]:
     entry = MemoryEntry.objects.select_for_update().get(pk=revision.entry_id)
     if entry.status == EntryStatus.FORGOTTEN:
         raise ServiceError(f"memory {revision_ref} is already forgotten", code="already_forgotten")
-    visible = hydrate(EligibleRevisions(perspective_for_turn(turn)), [entry.current_revision_id or 0])
+    visible = hydrate(EligibleRevisions(context.perspective), [entry.current_revision_id or 0])
     if not visible:
         raise ServiceError(f"no memory {revision_ref} in this conversation", code="unknown_memory")
     return entry, revision.pk
 
 
-def _amend(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
-    entry, revision_id = _visible_entry(turn, args["id"])
+def _amend(context: RoundContext, args: dict[str, Any]) -> CallResult:
+    turn, round_number = context.turn, context.number
+    entry, revision_id = _visible_entry(context, args["id"])
     changes = {
         name: args[name]
         for name in ("belief_type", "portability", "confidence", "salience", "always_on", "valid_from", "valid_to")
@@ -284,16 +301,18 @@ def _amend(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
     return CallResult("amend", "ok", result=result)
 
 
-def _forget(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
-    entry, _ = _visible_entry(turn, args["id"])
+def _forget(context: RoundContext, args: dict[str, Any]) -> CallResult:
+    turn, round_number = context.turn, context.number
+    entry, _ = _visible_entry(context, args["id"])
     outcome = entry_forget(agent=turn.agent, entry_id=entry.pk, turn=turn, round_number=round_number)
     if not outcome.changed:
         raise ServiceError(f"memory {args['id']} is already forgotten", code="already_forgotten")
     return CallResult("forget", "ok", result={"entry_id": entry.pk, "forgotten": True})
 
 
-def _request_sharing(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
-    entry, _ = _visible_entry(turn, args["id"])
+def _request_sharing(context: RoundContext, args: dict[str, Any]) -> CallResult:
+    turn, round_number = context.turn, context.number
+    entry, _ = _visible_entry(context, args["id"])
     target = Conversation.objects.filter(pk=args["conversation_id"], agent_id=turn.agent_id).first()
     if target is None:
         raise NotFound("conversation not found", code="conversation_not_found")
@@ -311,8 +330,8 @@ def _request_sharing(turn: Turn, round_number: int, args: dict[str, Any]) -> Cal
     )
 
 
-def _recall(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
-    perspective = perspective_for_turn(turn)
+def _recall(context: RoundContext, args: dict[str, Any]) -> CallResult:
+    turn, perspective = context.turn, context.perspective
     query = form_query(
         message=args["query"],
         requester_id=turn.requester_id,
@@ -331,9 +350,10 @@ def _recall(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
     return CallResult("recall", "ok", result=recall_payload(result))
 
 
-def _search_history(turn: Turn, round_number: int, args: dict[str, Any]) -> CallResult:
+def _search_history(context: RoundContext, args: dict[str, Any]) -> CallResult:
+    turn = context.turn
     result = search_history(
-        perspective=perspective_for_turn(turn),
+        perspective=context.perspective,
         query=HistoryQuery(
             text=args["query"],
             actor=args.get("actor"),
@@ -423,10 +443,6 @@ def turn_ledger(turn: Turn) -> list[MemoryOperation]:
     return list(MemoryOperation.objects.filter(turn=turn).order_by("id"))
 
 
-def turn_instruction(turn: Turn) -> str:
-    return ledger_instruction(turn_ledger(turn))
-
-
 @dataclass(frozen=True)
 class Delivered:
     reply: Message
@@ -435,9 +451,16 @@ class Delivered:
 
 
 def reply_submit(*, turn: Turn, body: str, cited_ids: Sequence[str] = ()) -> Delivered:
-    """Guard, recheck and deliver the final reply, or fail/withhold the turn and say why."""
+    """Guard, recheck and deliver the final reply, or fail/withhold the turn and say why.
+
+    One transaction holds the turn and its conversation locked from the claim guard to delivery, so
+    an audience change or a concurrent submission waits for it, and the recheck judges exactly what
+    is delivered. A failed or withheld turn is committed as such before the error is raised.
+    """
     if not body.strip():
         raise Unprocessable("a reply needs a body", code="empty_body")
+    claims: list[UnsupportedClaim] = []
+    reason = ""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().select_related("session__conversation").get(pk=turn.pk)
         if turn.state != TurnState.OPEN:
@@ -446,6 +469,28 @@ def reply_submit(*, turn: Turn, body: str, cited_ids: Sequence[str] = ()) -> Del
         claims = unsupported_claims(body, operations)
         if claims:
             _close(turn, TurnState.FAILED, "claim_guard")
+        else:
+            recalled = recalled_revision_ids(turn)
+            written = [op.revision_id for op in operations if op.revision_id]
+            memory_ids = sorted({*recalled, *written})
+            cited, ignored = _citations(body, cited_ids, set(memory_ids))
+            history_ids = list(dict.fromkeys([*turn.loaded_message_ids, *turn.evidence_message_ids]))
+            reason = _recheck(turn, memory_ids, cited, history_ids, operations)
+            if reason:
+                _close(turn, TurnState.WITHHELD, reason)
+            else:
+                now = timezone.now()
+                reply = reply_record(
+                    turn_conversation=turn.session.conversation,
+                    body=body,
+                    history_message_ids=history_ids,
+                    memory_revision_ids=memory_ids,
+                    cited_revision_ids=cited,
+                    created_at=now,
+                )
+                turn.reply = reply
+                _close(turn, TurnState.DELIVERED, "")
+                _feed_back_usage(cited_ids=cited, recalled_ids=recalled, now=now)
     if claims:
         raise Unprocessable(
             "the reply claims memory changes that did not commit; the turn has failed",
@@ -455,31 +500,6 @@ def reply_submit(*, turn: Turn, body: str, cited_ids: Sequence[str] = ()) -> Del
                 "ledger": ledger_instruction(operations),
             },
         )
-    recalled = recalled_revision_ids(turn)
-    written = [op.revision_id for op in operations if op.revision_id]
-    memory_ids = sorted({*recalled, *written})
-    cited, ignored = _citations(body, cited_ids, set(memory_ids))
-    history_ids = list(dict.fromkeys([*turn.loaded_message_ids, *turn.evidence_message_ids]))
-    reason = _recheck(turn, memory_ids, cited, history_ids, operations)
-    with transaction.atomic():
-        turn = Turn.objects.select_for_update().select_related("session__conversation").get(pk=turn.pk)
-        if turn.state != TurnState.OPEN:
-            raise Conflict(f"the turn is {turn.state}", code="turn_closed")
-        if reason:
-            _close(turn, TurnState.WITHHELD, reason)
-        else:
-            now = timezone.now()
-            reply = reply_record(
-                turn_conversation=turn.session.conversation,
-                body=body,
-                history_message_ids=history_ids,
-                memory_revision_ids=memory_ids,
-                cited_revision_ids=cited,
-                created_at=now,
-            )
-            turn.reply = reply
-            _close(turn, TurnState.DELIVERED, "")
-            _feed_back_usage(cited_entries=_entries(cited), recalled_entries=_entries(recalled), now=now)
     if reason:
         raise Conflict(
             "the reply was withheld: what it was built from changed", code="reply_withheld", detail={"reason": reason}
@@ -510,9 +530,11 @@ def _citations(body: str, cited_ids: Sequence[str], allowed: set[int]) -> tuple[
 def _recheck(
     turn: Turn, memory_ids: list[int], cited: list[int], history_ids: list[int], operations: list[MemoryOperation]
 ) -> str:
-    """Revalidate, just before delivery, everything the reply was built from. Returns why to withhold."""
-    conversation = Conversation.objects.get(pk=turn.session.conversation_id)
-    if conversation.audience != turn.audience:
+    """Revalidate, just before delivery, everything the reply was built from. Returns why to withhold.
+
+    ``turn.session.conversation`` was read, and locked, with the turn in the delivering transaction.
+    """
+    if turn.session.conversation.audience != turn.audience:
         return "audience_changed"
     perspective = perspective_for_turn(turn)
     if not _revisions_disclosable(perspective, memory_ids):
@@ -552,16 +574,23 @@ def _messages_eligible(perspective: Perspective, message_ids: list[int]) -> bool
     return bool(row and row[0] == len(set(message_ids)))
 
 
-def _entries(revision_ids: Sequence[int]) -> list[int]:
-    return list(MemoryRevision.objects.filter(pk__in=revision_ids).values_list("entry_id", flat=True).distinct())
-
-
 #: Usage feedback: citing a memory raises its utility; being shown and never used lowers it a little.
 USED_UTILITY, UNUSED_UTILITY = 1.0, -0.1
 
 
-def _feed_back_usage(*, cited_entries: list[int], recalled_entries: list[int], now: datetime) -> None:
-    """Move ``last_used_at`` and utility only; confidence and evidence age are never touched."""
-    MemoryEntry.objects.filter(pk__in=cited_entries).update(last_used_at=now, utility=F("utility") + USED_UTILITY)
-    unused = set(recalled_entries) - set(cited_entries)
-    MemoryEntry.objects.filter(pk__in=unused).update(utility=F("utility") + UNUSED_UTILITY)
+def _feed_back_usage(*, cited_ids: list[int], recalled_ids: list[int], now: datetime) -> None:
+    """Move ``last_used_at`` and utility only; confidence and evidence age are never touched.
+
+    The entries of cited revisions count as used; the other entries the turn was shown, as unused.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH cited AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(cited)s::bigint[])),"
+            " shown AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(shown)s::bigint[]))"
+            " UPDATE memory_memoryentry e"
+            " SET utility = e.utility"
+            " + CASE WHEN e.id IN (SELECT entry_id FROM cited) THEN %(used)s ELSE %(unused)s END,"
+            " last_used_at = CASE WHEN e.id IN (SELECT entry_id FROM cited) THEN %(now)s ELSE e.last_used_at END"
+            " WHERE e.id IN (SELECT entry_id FROM cited UNION SELECT entry_id FROM shown)",
+            {"cited": cited_ids, "shown": recalled_ids, "used": USED_UTILITY, "unused": UNUSED_UTILITY, "now": now},
+        )

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Subquery
 
 from accounts.selectors import actors_named_in
 from history.models import Message, Session, SessionKind, Turn
-from memory.models import EntryStatus, MemoryRevision, RecallMoment, RecallTrace, short_id
+from memory.models import EntryStatus, MemoryRevision, RecallMoment, RecallTrace, RecallTraceItem, short_id
 from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.candidates import hydrate
 from memory.retrieval.eligibility import (
@@ -85,7 +85,7 @@ def turn_recall(
     """In-turn recall for ``turn``'s inbound message, with the snapshot delta and correction lines."""
     session = turn.session
     perspective = perspective_for_turn(turn)
-    inbound = Message.objects.get(pk=turn.inbound_message_id)
+    inbound = turn.inbound_message
     recent = list(
         Message.objects.filter(conversation_id=inbound.conversation_id, created_at__lte=inbound.created_at)
         .exclude(pk=inbound.pk)
@@ -122,11 +122,13 @@ def snapshot_corrections(session: Session, perspective: Perspective) -> list[str
     snapshot = (
         RecallTrace.objects.filter(session=session, moment__in=[RecallMoment.SNAPSHOT, RecallMoment.CHILD])
         .order_by("id")
-        .first()
+        .values("id")[:1]
     )
-    if snapshot is None:
-        return []
-    items = snapshot.items.select_related("entry__current_revision").order_by("revision_id")
+    items = (
+        RecallTraceItem.objects.filter(trace=Subquery(snapshot))
+        .select_related("entry__current_revision")
+        .order_by("revision_id")
+    )
     changed = [
         item
         for item in items

@@ -53,11 +53,17 @@ MESSAGES_PER_HIT = 1 + 2 * NEIGHBOURS
 TURN_EVIDENCE_CEILING = 400
 CANDIDATE_CAP = 200
 #: Lexical matches taken from the sidecar (best ``ts_rank`` first) before eligibility and filters
-#: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens
-#: to the next step, judging only the matches it had not reached. The first step is 2.5 x the cap:
-#: most searches fill the pool from it, and every match scanned is judged (for the exclusion counts,
-#: which hold up to this ceiling).
-SCAN_STEPS = (500, 2_500, 25_000, None)
+#: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens,
+#: judging only the matches it had not reached. The first step is 2.5 x the cap: most searches in a
+#: shared room fill the pool from it. Every match scanned is judged (for the exclusion counts, which
+#: hold up to the scan's end).
+FIRST_SCAN = 500
+#: A widening step is sized from the share of matches found eligible so far (a narrow perspective, a
+#: direct message say, keeps a fraction of them), with this margin, so one more step usually fills
+#: the pool; a scan that has found nothing eligible grows tenfold. After ``MAX_SCAN_STEPS`` the last
+#: step takes every remaining match.
+WIDENING_MARGIN = 1.25
+MAX_SCAN_STEPS = 4
 RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
 CURRENT_WINDOW = 30
@@ -443,8 +449,8 @@ def _pool_and_counts(
     pool: list[tuple[Any, ...]] = []
     counts: dict[str, int] = {}
     reached = 0
-    for step in SCAN_STEPS:
-        slice_size = step - reached if step else None
+    slice_size: int | None = FIRST_SCAN
+    for step in range(1, MAX_SCAN_STEPS + 1):
         sql = _POOL_AND_COUNTS.format(
             lexical_rank=LEXICAL_RANK,
             terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
@@ -464,11 +470,20 @@ def _pool_and_counts(
         if slice_size is None or len(pool) >= CANDIDATE_CAP or scanned < slice_size:
             break  # the pool is full, or the scan already covered every match
         reached += slice_size
+        slice_size = None if step + 1 == MAX_SCAN_STEPS else widening(reached, counts.get("eligible", 0))
     # The statement's order, over the slices together: best rank, then newest, then lowest id.
     pool.sort(key=lambda row: row[0])
     pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
     ranked = [row[:4] for row in pool[:CANDIDATE_CAP]]
     return ranked, {name: counts.get(name, 0) for name in EXCLUSION_RULES} | {"eligible": counts.get("eligible", 0)}
+
+
+def widening(scanned: int, eligible: int) -> int:
+    """The next step of a scan that judged ``scanned`` matches and found ``eligible`` of them (fewer
+    than the cap): enough, at the yield so far and with a margin, to fill the pool."""
+    if eligible == 0:
+        return 10 * scanned
+    return max(FIRST_SCAN, math.ceil((CANDIDATE_CAP - eligible) * scanned / eligible * WIDENING_MARGIN))
 
 
 _NEIGHBOURS = """

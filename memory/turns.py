@@ -22,6 +22,7 @@ from django.utils import timezone
 from accounts.models import Actor, RuntimeAgent
 from accounts.selectors import actors_named_in
 from config.errors import Conflict, NotFound, ServiceError, Unprocessable
+from config.read_workers import read_workers
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
 from history.search import HistoryQuery, search_history
 from history.services import reply_record
@@ -55,6 +56,9 @@ from memory.sharing import sharing_request_create
 TOOLS = ("remember", "recall", "amend", "forget", "request_memory_sharing", "search_history")
 MAX_ROUNDS = 3
 MAX_CALLS_PER_ROUND = 8
+#: Verbs that change no memory: each writes only its own audit rows (a recall's trace; a search's
+#: event and the evidence it adds to the turn), so consecutive ones can run at the same time.
+CONCURRENT_VERBS = frozenset({"recall", "search_history"})
 MAX_LOADED_MESSAGES = 100
 CITATION = re.compile(r"\[(m:[0-9a-f]{8,})\]")
 
@@ -190,7 +194,7 @@ def round_run(*, turn: Turn, calls: Sequence[VerbCall]) -> RoundResult:
         raise Conflict(f"a turn has at most {MAX_ROUNDS} rounds; no tools remain", code="round_limit")
     number = turn.rounds_used = counted[0]
     context = RoundContext(turn=turn, number=number, perspective=perspective_for_turn(turn))
-    results = [_execute(context, call) for call in calls]
+    results = _run_calls(context, calls)
     # The response describes the turn as this round left it; a reply submitted meanwhile closes
     # the turn, and the next round is refused then.
     tools = tools_offered(turn)
@@ -205,6 +209,42 @@ class RoundContext:
     turn: Turn
     number: int
     perspective: Perspective
+
+
+def _run_calls(context: RoundContext, calls: Sequence[VerbCall]) -> list[CallResult]:
+    """Every call's result, in order. A group of consecutive reads runs side by side, its first call
+    here and the others on read workers, each on its own connection; inside a caller's transaction
+    (whose uncommitted rows another connection cannot see) every call runs here, one after another."""
+    results: list[CallResult] = []
+    for group in read_groups(calls):
+        if len(group) > 1 and not connection.in_atomic_block:
+            others = [read_workers.submit(_execute, context, call) for call in group[1:]]
+            results.append(_execute(context, group[0]))
+            results.extend(future.result() for future in others)
+        else:
+            results.extend(_execute(context, call) for call in group)
+    return results
+
+
+def read_groups(calls: Sequence[VerbCall]) -> list[list[VerbCall]]:
+    """The round's calls in order, cut into groups that may run side by side: consecutive reads
+    (``CONCURRENT_VERBS``) with at most one history search among them, so the turn's evidence budget
+    is judged by one search at a time; every write is a group of its own, after the reads before it
+    and before the reads after it (a ``remember`` records the evidence the searches before it found)."""
+    groups: list[list[VerbCall]] = []
+    for call in calls:
+        last = groups[-1] if groups else []
+        joins = (
+            call.verb in CONCURRENT_VERBS
+            and bool(last)
+            and all(c.verb in CONCURRENT_VERBS for c in last)
+            and not (call.verb == "search_history" and any(c.verb == "search_history" for c in last))
+        )
+        if joins:
+            last.append(call)
+        else:
+            groups.append([call])
+    return groups
 
 
 def _execute(context: RoundContext, call: VerbCall) -> CallResult:

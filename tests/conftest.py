@@ -152,3 +152,13 @@ def _no_indexer_notifications(settings: Any) -> None:
     """Writes in tests do not enqueue Celery tasks on the developer's broker; tests that need the
     indexer drain the outbox directly or run a real worker and turn notifications back on."""
     settings.ENGRAM_NOTIFY_INDEXER = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def read_workers_closed(django_db_setup: None) -> Iterator[None]:
+    """The read workers (``config.read_workers``) keep connections to the test database open between
+    tests; they are closed before the database is dropped."""
+    yield
+    from config.read_workers import read_workers
+
+    read_workers.close()

@@ -47,6 +47,8 @@ public = {"authentication_classes": [], "permission_classes": [AllowAny]}
 
 # API paths answer a JSON error body even for URLs no route matches (say, a negative id).
 handler404 = "config.views.not_found"
+# ... and a request refused before routing (no or a disallowed Host header) answers one too.
+handler400 = "config.views.bad_request"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -134,3 +134,12 @@ def test_a_lone_surrogate_in_a_declared_text_field_is_refused(runtime: Runtime) 
     raw = json.dumps({"messages": [message(body="half \ud83d of an emoji")]}).encode()
     response = post_raw(runtime, "/api/v1/messages", raw)
     assert response.status_code == 400 and response.json()["code"] in {"malformed_request", "invalid_request"}
+
+
+@pytest.mark.parametrize("host", ["", "evil.example\x00", "bad host"])
+def test_a_request_with_a_missing_or_disallowed_host_answers_a_json_400(runtime: Runtime, host: str) -> None:
+    turn = Turn.objects.filter(agent=runtime.agent).first()
+    response = runtime.client.get(f"/api/v1/turns/{turn.pk if turn else 1}/ledger", HTTP_HOST=host)
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "bad_request"

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -26,18 +27,22 @@ def restatement_key(candidate: Candidate) -> tuple[int | None, str]:
 
 
 def mark_near_duplicates(ranked: list[Candidate]) -> None:
-    """Flag items whose word set nearly equals a higher-ranked item's (penalised, not removed)."""
-    seen: list[set[str]] = []
+    """Flag items whose word set nearly equals a higher-ranked item's (penalised, not removed).
+
+    Jaccard >= 0.8 needs the two sizes within a factor of 0.8, so each item is compared only with
+    the earlier items of such sizes (kept by size)."""
+    seen_by_size: dict[int, list[set[str]]] = {}
     for candidate in ranked:
         words = set(WORDS.findall(candidate.body.lower()))
+        size = len(words)
         candidate.near_duplicate = any(
-            # Jaccard >= 0.8 needs sizes within a factor of 0.8: skip pairs that cannot get there.
-            words != other
-            and NEAR_DUPLICATE_JACCARD * len(other) <= len(words) <= len(other) / NEAR_DUPLICATE_JACCARD
-            and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD
-            for other in seen
+            words != other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD
+            for other_size in range(
+                math.ceil(NEAR_DUPLICATE_JACCARD * size), math.floor(size / NEAR_DUPLICATE_JACCARD) + 1
+            )
+            for other in seen_by_size.get(other_size, ())
         )
-        seen.append(words)
+        seen_by_size.setdefault(size, []).append(words)
 
 
 def collapse(ranked: list[Candidate], *, per_subject: int, uncapped_subjects: Collection[int] = ()) -> list[Candidate]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from django.db import transaction
-from django.db.models import Max, Subquery
+from django.db.models import F, Max, Q, Subquery
 
 from accounts.selectors import actors_named_in
 from history.models import Message, Session, SessionKind, Turn
@@ -124,16 +124,12 @@ def snapshot_corrections(session: Session, perspective: Perspective) -> list[str
         .order_by("id")
         .values("id")[:1]
     )
-    items = (
+    changed = list(
         RecallTraceItem.objects.filter(trace=Subquery(snapshot))
+        .filter(Q(entry__status=EntryStatus.FORGOTTEN) | ~Q(entry__current_revision_id=F("revision_id")))
         .select_related("entry__current_revision")
         .order_by("revision_id")
     )
-    changed = [
-        item
-        for item in items
-        if item.entry.status == EntryStatus.FORGOTTEN or item.entry.current_revision_id != item.revision_id
-    ]
     successors = [
         item.entry.current_revision_id
         for item in changed

@@ -478,7 +478,8 @@ class ReplyCreateApi(APIView):
         payload = ReplyIn(data=request.data)
         payload.is_valid(raise_exception=True)
         delivered = reply_submit(
-            turn=_turn(request, turn_id),
+            agent=request_agent(request),
+            turn_id=turn_id,
             body=payload.validated_data["body"],
             cited_ids=payload.validated_data["cited_ids"],
         )

@@ -490,7 +490,7 @@ class Delivered:
     ignored_citations: list[str]
 
 
-def reply_submit(*, turn: Turn, body: str, cited_ids: Sequence[str] = ()) -> Delivered:
+def reply_submit(*, agent: RuntimeAgent, turn_id: int, body: str, cited_ids: Sequence[str] = ()) -> Delivered:
     """Guard, recheck and deliver the final reply, or fail/withhold the turn and say why.
 
     One transaction holds the turn and its conversation locked from the claim guard to delivery, so
@@ -502,7 +502,14 @@ def reply_submit(*, turn: Turn, body: str, cited_ids: Sequence[str] = ()) -> Del
     claims: list[UnsupportedClaim] = []
     reason = ""
     with transaction.atomic():
-        turn = Turn.objects.select_for_update().select_related("session__conversation").get(pk=turn.pk)
+        turn = (
+            Turn.objects.select_for_update()
+            .select_related("session__conversation")
+            .filter(pk=turn_id, agent=agent)
+            .first()
+        )
+        if turn is None:
+            raise NotFound("turn not found", code="not_found")
         if turn.state != TurnState.OPEN:
             raise Conflict(f"the turn is {turn.state}", code="turn_closed")
         operations = turn_ledger(turn)

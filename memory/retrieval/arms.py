@@ -93,14 +93,17 @@ def sql_arms(
     }
     branches: list[str] = []
     if lexical and not query.empty:
+        # The matches in rank order, each admitted only through the eligible set, the first
+        # ARM_CAP admitted kept: eligibility is judged match by match from the best down, until the
+        # cap is reached, rather than for every match before ranking (the same hits either way).
         branches.append(
             "SELECT 'lexical' AS arm, revision_id, rank, score FROM ("
-            f" SELECT el.revision_id, row_number() OVER (ORDER BY {LEXICAL_RANK} DESC, el.revision_id) AS rank,"
-            f" {LEXICAL_RANK}::float8 AS score"
-            " FROM el JOIN memory_revisionsearchdocument d ON d.revision_id = el.revision_id,"
-            " (SELECT engram_search_query(%(q_text)s) AS q) q"
-            f" WHERE {TERMS_MATCH}"
-            " ORDER BY rank LIMIT %(q_cap)s) lexical"
+            " SELECT m.revision_id, row_number() OVER (ORDER BY m.score DESC, m.revision_id) AS rank, m.score"
+            f" FROM (SELECT d.revision_id, {LEXICAL_RANK}::float8 AS score"
+            " FROM memory_revisionsearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q"
+            f" WHERE {TERMS_MATCH} ORDER BY score DESC, d.revision_id OFFSET 0) m"
+            " WHERE EXISTS (SELECT 1 FROM el WHERE el.revision_id = m.revision_id)"
+            " ORDER BY m.score DESC, m.revision_id LIMIT %(q_cap)s) lexical"
         )
     # For a non-empty query, subject and conversation only boost (they are features computed at
     # hydration): as candidate sources they would add items that can never pass the relevance rule.

@@ -44,7 +44,6 @@ from memory.retrieval.eligibility import (
     EligibleMessages,
     EligibleRevisions,
     Perspective,
-    destination_params,
     perspective_for_turn,
 )
 from memory.retrieval.moments import session_snapshot, turn_recall
@@ -579,46 +578,36 @@ def _recheck(
 ) -> str:
     """Revalidate, just before delivery, everything the reply was built from. Returns why to withhold.
 
-    ``turn.session.conversation`` was read, and locked, with the turn in the delivering transaction.
+    ``turn.session.conversation`` was read, and locked, with the turn in the delivering transaction;
+    the memories and messages are judged by one statement, through the same eligibility as recall
+    and history search.
     """
     if turn.session.conversation.audience != turn.audience:
         return "audience_changed"
     perspective = perspective_for_turn(turn)
-    if not _revisions_disclosable(perspective, memory_ids):
+    revisions = EligibleRevisions(perspective)
+    messages = EligibleMessages(perspective)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(memory_ids)s::bigint[], {DESTINATION_ARGS}),"
+            f" ARRAY(SELECT el.revision_id FROM ({revisions.sql()}) el"
+            " WHERE el.revision_id = ANY(%(cited_ids)s::bigint[])),"
+            f" (SELECT count(*) FROM {messages.owned()} WHERE m.id = ANY(%(history_ids)s::bigint[])"
+            f" AND {messages.predicate()})",
+            {**revisions.params(), "memory_ids": memory_ids, "cited_ids": cited, "history_ids": history_ids},
+        )
+        disclosable, current_cited, eligible_messages = cursor.fetchone()
+    if memory_ids and not disclosable:
         return "memory_no_longer_disclosable"
     changed_here = {op.entry_id for op in operations}
-    current = hydrate(EligibleRevisions(perspective), cited)
     for revision_id in cited:
-        if revision_id not in current:
+        if revision_id not in current_cited:
             entry_id = MemoryRevision.objects.filter(pk=revision_id).values_list("entry_id", flat=True).first()
             if entry_id not in changed_here:  # the turn may acknowledge its own amend or forget
                 return "memory_changed"
-    if history_ids and not _messages_eligible(perspective, history_ids):
+    if eligible_messages != len(set(history_ids)):
         return "history_no_longer_disclosable"
     return ""
-
-
-def _revisions_disclosable(perspective: Perspective, revision_ids: list[int]) -> bool:
-    if not revision_ids:
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(ids)s::bigint[], {DESTINATION_ARGS})",
-            {**destination_params(perspective), "ids": revision_ids},
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0])
-
-
-def _messages_eligible(perspective: Perspective, message_ids: list[int]) -> bool:
-    eligible = EligibleMessages(perspective)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM {eligible.owned()} WHERE m.id = ANY(%(ids)s::bigint[]) AND {eligible.predicate()}",
-            {**eligible.params(), "ids": message_ids},
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0] == len(set(message_ids)))
 
 
 #: Usage feedback: citing a memory raises its utility; being shown and never used lowers it a little.

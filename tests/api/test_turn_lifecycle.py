@@ -3,11 +3,14 @@ the claim guard, the pre-delivery recheck, sharing only by people, and perspecti
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
 from history.models import Message, Turn, TurnState
 from memory.models import MemoryEntry, MemoryOperation, MemoryRevision, SharingGrant
+from memory.retention import conversation_delete
 from tests.api.conftest import Runtime, runtime_for
 from tests.factories import AgentFactory
 
@@ -213,6 +216,60 @@ def test_the_pre_delivery_recheck_withholds_a_reply_after_an_audience_change(run
     assert response.json()["code"] == "reply_withheld"
     assert response.json()["detail"]["reason"] == "audience_changed"
     assert Turn.objects.get(pk=turn["turn_id"]).state == TurnState.WITHHELD
+
+
+def withheld_because(response: Any) -> str:
+    assert response.status_code == 409, response.json()
+    assert response.json()["code"] == "reply_withheld"
+    return str(response.json()["detail"]["reason"])
+
+
+def test_the_recheck_withholds_a_reply_citing_a_memory_amended_elsewhere_meanwhile(runtime: Runtime) -> None:
+    first = runtime.turn("dm-alice", "U200", "I drink oolong tea.")
+    memory_id = runtime.round(first["turn_id"], remember("Drinks oolong tea.")).json()["results"][0]["result"]["id"]
+    assert runtime.reply(first["turn_id"], "Noted.").status_code == 201
+    turn = runtime.turn("dm-alice", "U200", "Which tea do I drink?")
+    recalled = runtime.round(turn["turn_id"], {"verb": "recall", "query": "oolong tea"}).json()
+    assert memory_id in [item["id"] for item in recalled["results"][0]["result"]["items"]]
+    # Meanwhile another turn corrects it.
+    other = runtime.turn("dm-alice", "U200", "I switched to green tea.")
+    amended = runtime.round(other["turn_id"], {"verb": "amend", "id": memory_id, "body": "Drinks green tea."})
+    assert amended.json()["results"][0]["status"] == "ok", amended.json()
+
+    response = runtime.reply(turn["turn_id"], f"You drink oolong [{memory_id}].")
+
+    assert withheld_because(response) == "memory_changed"
+    assert Turn.objects.get(pk=turn["turn_id"]).state == TurnState.WITHHELD
+
+
+def test_the_recheck_withholds_a_reply_built_on_a_memory_whose_grant_was_revoked_meanwhile(
+    runtime: Runtime, alice_browser: APIClient
+) -> None:
+    grant_id, memory_id = share_alices_launch_date(runtime, alice_browser)
+    turn = runtime.turn("general", "U300", "When is the launch?")
+    recalled = runtime.round(turn["turn_id"], {"verb": "recall", "query": "launch date March"}).json()
+    assert memory_id in [item["id"] for item in recalled["results"][0]["result"]["items"]]
+    assert alice_browser.post(f"/api/v1/me/grants/{grant_id}/revoke", format="json").status_code == 200
+
+    response = runtime.reply(turn["turn_id"], "The launch is on March 3.")
+
+    assert withheld_because(response) == "memory_no_longer_disclosable"
+
+
+def test_the_recheck_withholds_a_reply_whose_loaded_history_was_deleted_meanwhile(runtime: Runtime) -> None:
+    plan = runtime.say("general", "U100", "The offsite moves to Lisbon in May.")
+    inbound = runtime.say("dm-alice", "U200", "Where is the offsite again?")
+    session = runtime.session("dm-alice", "U200")
+    started = runtime.post(
+        f"/api/v1/sessions/{session}/turns", {"inbound_message_id": inbound, "loaded_message_ids": [plan]}
+    )
+    assert started.status_code == 201, started.json()
+    conversation_delete(conversation=runtime.conversation("general"))
+
+    response = runtime.reply(started.json()["turn_id"], "The offsite is in Lisbon, in May.")
+
+    assert withheld_because(response) == "history_no_longer_disclosable"
+    assert not Message.objects.filter(agent=runtime.agent, direction="outbound").exists()
 
 
 def test_a_delivered_reply_stores_its_provenance_including_searched_history(runtime: Runtime) -> None:

@@ -51,6 +51,13 @@ def pgvector(db: None) -> None:
             pytest.skip("the server has no pgvector: Engram runs lexical-only there")
 
 
+def database_sessions() -> set[int]:
+    """The server processes of every session connected to the test database."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        return {pid for (pid,) in cursor.fetchall()}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -115,6 +122,7 @@ def test_killing_the_worker_and_the_broker_mid_batch_loses_nothing_and_embeds_ea
     total = pending_count()
     assert total >= 200
 
+    sessions_before = database_sessions()
     env = _worker_env(django_settings.DATABASES["default"]["NAME"], tmp_path / "unused")
     env["CELERY_BROKER_URL"] = redis.url
     env["ENGRAM_EMBEDDING_BATCH"] = "8"  # small batches: the kill lands between commits
@@ -129,6 +137,8 @@ def test_killing_the_worker_and_the_broker_mid_batch_loses_nothing_and_embeds_ea
         first.process.wait()
     finally:
         stop_worker(first)
+    # A commit the killed child had already sent still completes: count once its sessions are gone.
+    wait_for(lambda: database_sessions() <= sessions_before, 30, "the killed worker's database sessions to end")
     left = pending_count()
     assert 0 < left < total, "the kills should land mid-way through the queue"
 

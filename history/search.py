@@ -486,23 +486,35 @@ def widening(scanned: int, eligible: int) -> int:
     return max(FIRST_SCAN, math.ceil((CANDIDATE_CAP - eligible) * scanned / eligible * WIDENING_MARGIN))
 
 
+#: Each side's messages are read from the conversation's time index nearest first, and eligibility is
+#: judged one message at a time in that order until one passes (a scalar subquery per message, which
+#: the planner cannot turn into a join over every eligible message): the judging, which for a reply
+#: checks its stored lineage, costs one or two messages, however many the window holds.
 _NEIGHBOURS = """
 WITH em AS NOT MATERIALIZED (
     SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {owned}
     WHERE {predicate}{structural} AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))
 ),
 source AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(n_ids)s::bigint[]))
-SELECT source.message_id, b.message_id FROM source CROSS JOIN LATERAL (
-    SELECT em.* FROM em WHERE em.conversation_id = source.conversation_id
-      AND (em.created_at, em.message_id) < (source.created_at, source.message_id)
-      AND em.created_at >= source.created_at - make_interval(secs => %(n_gap)s)
-    ORDER BY em.created_at DESC, em.message_id DESC LIMIT 1) b
+SELECT source.message_id, b.id FROM source CROSS JOIN LATERAL (
+    SELECT near.id FROM (
+        SELECT m.id, m.created_at FROM history_message m
+        WHERE m.conversation_id = source.conversation_id
+          AND (m.created_at, m.id) < (source.created_at, source.message_id)
+          AND m.created_at >= source.created_at - make_interval(secs => %(n_gap)s)
+        ORDER BY m.created_at DESC, m.id DESC OFFSET 0) near
+    WHERE (SELECT TRUE FROM em WHERE em.message_id = near.id LIMIT 1)
+    ORDER BY near.created_at DESC, near.id DESC LIMIT 1) b
 UNION ALL
-SELECT source.message_id, a.message_id FROM source CROSS JOIN LATERAL (
-    SELECT em.* FROM em WHERE em.conversation_id = source.conversation_id
-      AND (em.created_at, em.message_id) > (source.created_at, source.message_id)
-      AND em.created_at <= source.created_at + make_interval(secs => %(n_gap)s)
-    ORDER BY em.created_at, em.message_id LIMIT 1) a
+SELECT source.message_id, a.id FROM source CROSS JOIN LATERAL (
+    SELECT near.id FROM (
+        SELECT m.id, m.created_at FROM history_message m
+        WHERE m.conversation_id = source.conversation_id
+          AND (m.created_at, m.id) > (source.created_at, source.message_id)
+          AND m.created_at <= source.created_at + make_interval(secs => %(n_gap)s)
+        ORDER BY m.created_at, m.id OFFSET 0) near
+    WHERE (SELECT TRUE FROM em WHERE em.message_id = near.id LIMIT 1)
+    ORDER BY near.created_at, near.id LIMIT 1) a
 """
 
 

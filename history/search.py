@@ -490,32 +490,31 @@ def widening(scanned: int, eligible: int) -> int:
 #: judged one message at a time in that order until one passes (a scalar subquery per message, which
 #: the planner cannot turn into a join over every eligible message): the judging, which for a reply
 #: checks its stored lineage, costs one or two messages, however many the window holds.
-_NEIGHBOURS = """
+_NEIGHBOURS_OF_SOURCES = """
 WITH em AS NOT MATERIALIZED (
-    SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {owned}
-    WHERE {predicate}{structural} AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))
+    SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {{owned}}
+    WHERE {{predicate}}{{structural}} AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))
 ),
 source AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(n_ids)s::bigint[]))
-SELECT source.message_id, b.id FROM source CROSS JOIN LATERAL (
-    SELECT near.id FROM (
-        SELECT m.id, m.created_at FROM history_message m
-        WHERE m.conversation_id = source.conversation_id
-          AND (m.created_at, m.id) < (source.created_at, source.message_id)
-          AND m.created_at >= source.created_at - make_interval(secs => %(n_gap)s)
-        ORDER BY m.created_at DESC, m.id DESC OFFSET 0) near
-    WHERE (SELECT TRUE FROM em WHERE em.message_id = near.id LIMIT 1)
-    ORDER BY near.created_at DESC, near.id DESC LIMIT 1) b
+{before}
 UNION ALL
-SELECT source.message_id, a.id FROM source CROSS JOIN LATERAL (
+{after}
+"""
+#: One side of each source: the nearest message beyond it that the searchable set admits, within the gap.
+_NEIGHBOUR_SIDE = """
+SELECT source.message_id, {side}.id FROM source CROSS JOIN LATERAL (
     SELECT near.id FROM (
         SELECT m.id, m.created_at FROM history_message m
         WHERE m.conversation_id = source.conversation_id
-          AND (m.created_at, m.id) > (source.created_at, source.message_id)
-          AND m.created_at <= source.created_at + make_interval(secs => %(n_gap)s)
-        ORDER BY m.created_at, m.id OFFSET 0) near
+          AND (m.created_at, m.id) {beyond} (source.created_at, source.message_id)
+          AND m.created_at {within} source.created_at {towards} make_interval(secs => %(n_gap)s)
+        ORDER BY m.created_at {order}, m.id {order} OFFSET 0) near
     WHERE (SELECT TRUE FROM em WHERE em.message_id = near.id LIMIT 1)
-    ORDER BY near.created_at, near.id LIMIT 1) a
-"""
+    ORDER BY near.created_at {order}, near.id {order} LIMIT 1) {side}"""
+_NEIGHBOURS = _NEIGHBOURS_OF_SOURCES.format(
+    before=_NEIGHBOUR_SIDE.format(side="b", beyond="<", within=">=", towards="-", order="DESC"),
+    after=_NEIGHBOUR_SIDE.format(side="a", beyond=">", within="<=", towards="+", order="ASC"),
+)
 
 
 def _neighbours(

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -52,17 +52,17 @@ MESSAGES_PER_HIT = 1 + 2 * NEIGHBOURS
 #: Per-turn ceiling of distinct evidence messages; well under the lineage caps (500 history ids).
 TURN_EVIDENCE_CEILING = 400
 CANDIDATE_CAP = 200
-#: Lexical matches taken from the sidecar (best ``ts_rank`` first) before eligibility and filters
-#: are applied; if that leaves fewer than ``CANDIDATE_CAP`` and more matches exist, the scan widens,
-#: judging only the matches it had not reached. The first step is 2.5 x the cap: most searches in a
-#: shared room fill the pool from it. Every match scanned is judged (for the exclusion counts, which
-#: hold up to the scan's end).
-FIRST_SCAN = 500
-#: A widening step is sized from the share of matches found eligible so far (a narrow perspective, a
-#: direct message say, keeps a fraction of them), with this margin, so one more step usually fills
-#: the pool; a scan that has found nothing eligible grows tenfold. After ``MAX_SCAN_STEPS`` the last
-#: step takes every remaining match.
+#: Lexical matches are read from the sidecar best ``ts_rank`` first and judged as they are read
+#: (eligibility, exclusions, filters); the scan stops once ``CANDIDATE_CAP`` are eligible or the
+#: matches run out. It reads ``FIRST_SCAN`` matches first: in a room everyone reads, about all of them.
+#: Every match read is judged (for the exclusion counts, which hold up to the scan's end).
+FIRST_SCAN = CANDIDATE_CAP
+#: A further read is sized from the share of matches found eligible so far (a narrow perspective, a
+#: direct message say, keeps a fraction of them), with this margin, so one more read usually fills the
+#: pool; a scan that has found nothing eligible reads ten times as many. A read is at least
+#: ``MIN_SCAN_STEP`` matches, and after ``MAX_SCAN_STEPS`` the last read takes every remaining match.
 WIDENING_MARGIN = 1.25
+MIN_SCAN_STEP = 50
 MAX_SCAN_STEPS = 4
 RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
@@ -412,23 +412,26 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
     return Filters(sql="".join(f" AND {s}" for s in sql), params=params, described=described)
 
 
-_POOL_AND_COUNTS = """
-WITH matches AS MATERIALIZED (
+#: The sidecar's matches, best ``ts_rank`` first (ties by id), each judged as it is fetched. The ranking
+#: is computed once, by the inner sort; the lateral join that judges a match is evaluated only for the
+#: rows a ``FETCH`` reaches, in that order, so widening the scan costs only the matches it adds.
+_SCAN_CURSOR = "history_scan"
+_SCAN = """
+DECLARE {cursor} NO SCROLL CURSOR FOR
+SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex, judged.verdict
+FROM (
     SELECT d.message_id, {lexical_rank} AS lex
     FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
     WHERE {terms_match}
     ORDER BY lex DESC, d.message_id DESC
-    {scan}
-),
-judged AS (
-    SELECT m.id, m.conversation_id, m.actor_id, m.created_at, matches.lex, {verdict} AS verdict
-    FROM matches JOIN {owned} ON m.id = matches.message_id
-    WHERE m.agent_id = %(el_agent)s{structural}
-)
-(SELECT 'pool', id, conversation_id, actor_id, created_at, NULL::bigint, (SELECT count(*) FROM matches), lex
- FROM judged WHERE verdict = 'eligible' ORDER BY lex DESC, created_at DESC, id LIMIT %(q_cap)s)
-UNION ALL
-SELECT verdict, NULL, NULL, NULL, NULL, count(*), NULL, NULL FROM judged GROUP BY verdict
+    OFFSET 0
+) matches
+CROSS JOIN LATERAL (
+    SELECT m.conversation_id, m.actor_id, m.created_at, {verdict} AS verdict
+    FROM {owned}
+    WHERE m.id = matches.message_id AND m.agent_id = %(el_agent)s{structural}
+) judged
+ORDER BY matches.lex DESC, matches.message_id DESC
 """
 
 
@@ -437,45 +440,47 @@ def _pool_and_counts(
 ) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
     """The ranked eligible pool and the exclusion counts, from a scan of the sidecar's best matches.
 
-    Every match is judged by the search's own predicates in order (already in context, no evidence,
-    audience, lineage); only those judged eligible can enter the pool. The scan widens while the
-    pool is short and the sidecar has more matches; each step judges only the slice of the ranking
-    (best ``ts_rank`` first, ties by id) that the steps before it had not reached, so the pool and
-    counts are those of one scan of the whole prefix.
+    Every match the scan reaches is judged by the search's own predicates in order (already in
+    context, no evidence, audience, lineage); only those judged eligible can enter the pool. The scan
+    reads the ranking (best ``ts_rank`` first, ties by id) through a cursor, ``FIRST_SCAN`` matches
+    first, and reads further while the pool is short and the sidecar has more matches, so the pool
+    and counts are those of one scan of the prefix it reached.
     """
     verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
     verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
     verdict += " ELSE 'eligible' END"
+    sql = _SCAN.format(
+        cursor=_SCAN_CURSOR,
+        lexical_rank=LEXICAL_RANK,
+        terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
+        verdict=verdict,
+        owned=eligible.owned(),
+        structural=structural,
+    )
     pool: list[tuple[Any, ...]] = []
-    counts: dict[str, int] = {}
-    reached = 0
-    slice_size: int | None = FIRST_SCAN
-    for step in range(1, MAX_SCAN_STEPS + 1):
-        sql = _POOL_AND_COUNTS.format(
-            lexical_rank=LEXICAL_RANK,
-            terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
-            scan=f"OFFSET {reached}" + (f" LIMIT {slice_size}" if slice_size else ""),
-            verdict=verdict,
-            owned=eligible.owned(),
-            structural=structural,
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+    counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
+    scanned = 0
+    # A cursor lives in a transaction: the caller's, or one of its own.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for step in range(1, MAX_SCAN_STEPS + 1):
+            size = FIRST_SCAN if step == 1 else widening(scanned, counts["eligible"])
+            cursor.execute(f"FETCH {'ALL' if step == MAX_SCAN_STEPS else f'FORWARD {size}'} FROM {_SCAN_CURSOR}")
             rows = cursor.fetchall()
-        pool.extend((*row[1:5], row[7]) for row in rows if row[0] == "pool")
-        slice_counts = {row[0]: int(row[5]) for row in rows if row[0] != "pool"}
-        for name, count in slice_counts.items():
-            counts[name] = counts.get(name, 0) + count
-        scanned = next((row[6] for row in rows if row[0] == "pool"), sum(slice_counts.values()))
-        if slice_size is None or len(pool) >= CANDIDATE_CAP or scanned < slice_size:
-            break  # the pool is full, or the scan already covered every match
-        reached += slice_size
-        slice_size = None if step + 1 == MAX_SCAN_STEPS else widening(reached, counts.get("eligible", 0))
-    # The statement's order, over the slices together: best rank, then newest, then lowest id.
+            scanned += len(rows)
+            for message_id, conversation_id, actor_id, created_at, lex, verdict_of in rows:
+                counts[verdict_of] += 1
+                if verdict_of == "eligible":
+                    pool.append((message_id, conversation_id, actor_id, created_at, lex))
+            if len(pool) >= CANDIDATE_CAP or len(rows) < size:
+                break  # the pool is full, or the scan reached the last match
+        # An error instead rolls the transaction (or savepoint) back, which closes the cursor.
+        cursor.execute(f"CLOSE {_SCAN_CURSOR}")
+    # Best rank, then newest, then lowest id.
     pool.sort(key=lambda row: row[0])
     pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
     ranked = [row[:4] for row in pool[:CANDIDATE_CAP]]
-    return ranked, {name: counts.get(name, 0) for name in EXCLUSION_RULES} | {"eligible": counts.get("eligible", 0)}
+    return ranked, counts
 
 
 def widening(scanned: int, eligible: int) -> int:
@@ -483,7 +488,7 @@ def widening(scanned: int, eligible: int) -> int:
     than the cap): enough, at the yield so far and with a margin, to fill the pool."""
     if eligible == 0:
         return 10 * scanned
-    return max(FIRST_SCAN, math.ceil((CANDIDATE_CAP - eligible) * scanned / eligible * WIDENING_MARGIN))
+    return max(MIN_SCAN_STEP, math.ceil((CANDIDATE_CAP - eligible) * scanned / eligible * WIDENING_MARGIN))
 
 
 #: Each side's messages are read from the conversation's time index nearest first, and eligibility is

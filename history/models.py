@@ -74,9 +74,17 @@ def lineage_fold_trigger() -> pgtrigger.Trigger:
     therefore run once, here, and what it found is stored with the reply: the distinct audiences of
     its ancestors (``unknown`` for a missing, foreign or unauthenticated ancestor, or when the caps
     overflow), their conversations and the revisions they used. The parts that can still change are
-    checked at every read by ``engram_reply_lineage_allows``: the destination, whether those
-    conversations still exist (deletion on request), and the revisions with their live grants. A
-    read costs one check per distinct audience, conversation and revision instead of a walk.
+    checked at every read by the lineage rule (``memory.retrieval.eligibility.REPLY_LINEAGE_ALLOWS``):
+    the destination, whether those conversations still exist (deletion on request), and the revisions
+    with their live grants.
+
+    Revisions never change either, so the distinct audiences of every revision the reply and its
+    ancestors used are folded too (``engram_revision_audiences``; a missing or foreign revision folds
+    to ``unknown``). A read that finds every one of them admitting the destination, and none of those
+    revisions deleted since (``memory.DeletedRevision``), needs no grant and no per-revision check;
+    any other read judges each revision with its live grants, as before. A read therefore costs one
+    check per distinct audience and conversation, plus one per revision only where an audience falls
+    short, instead of a walk.
     """
     return pgtrigger.Trigger(
         name="fold_lineage",
@@ -87,7 +95,10 @@ def lineage_fold_trigger() -> pgtrigger.Trigger:
         " SELECT f.audiences, f.conversation_ids, f.revision_ids"
         " INTO NEW.lineage_audiences, NEW.lineage_conversation_ids, NEW.lineage_revision_ids"
         " FROM engram_lineage_fold(NEW.agent_id, NEW.history_message_ids, NEW.memory_revision_ids) f;"
+        " NEW.lineage_revision_audiences :="
+        " engram_revision_audiences(NEW.agent_id, NEW.lineage_revision_ids || NEW.memory_revision_ids);"
         " ELSE NEW.lineage_audiences := '[]'; NEW.lineage_conversation_ids := '{}'; NEW.lineage_revision_ids := '{}';"
+        " NEW.lineage_revision_audiences := '[]';"
         " END IF; RETURN NEW;",
     )
 
@@ -168,6 +179,13 @@ class Message(AudienceColumns):
         editable=False,
         help_text="Memory revisions those messages were built from, checked (with live grants) at every read.",
     )
+    lineage_revision_audiences = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="Distinct [kind, namespace, readers] of the revisions this reply and its sources were built from"
+        ' (lineage and its own); ["unknown", "", []] for a revision that was missing or not this agent\'s.',
+    )
 
     class Meta:
         constraints = [
@@ -188,7 +206,12 @@ class Message(AudienceColumns):
             ),
             models.CheckConstraint(
                 condition=Q(direction=MessageDirection.OUTBOUND)
-                | Q(lineage_audiences=[], lineage_conversation_ids__len=0, lineage_revision_ids__len=0),
+                | Q(
+                    lineage_audiences=[],
+                    lineage_conversation_ids__len=0,
+                    lineage_revision_ids__len=0,
+                    lineage_revision_audiences=[],
+                ),
                 name="message_only_replies_carry_lineage",
             ),
         ]

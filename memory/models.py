@@ -232,6 +232,13 @@ class MemoryRevision(AudienceColumns):
             ),
             *sidecar_triggers("memory_revisionsearchdocument", "revision_id"),
             enqueue_index_work("revision"),
+            pgtrigger.Trigger(
+                name="record_deletion",
+                when=pgtrigger.After,
+                operation=pgtrigger.Delete,
+                func="INSERT INTO memory_deletedrevision (revision_id, agent_id, deleted_at)"
+                " VALUES (OLD.id, OLD.agent_id, now()) ON CONFLICT DO NOTHING; RETURN NULL;",
+            ),
         ]
 
     @property
@@ -268,6 +275,28 @@ class EvidenceKind(models.TextChoices):
     INHERITED_MESSAGE = "inherited_message", "History the turn had loaded or searched"
     INHERITED_REVISION = "inherited_revision", "Memory the turn had recalled, or the amended revision"
     OPERATOR = "operator", "Operator statement"
+
+
+class DeletedRevision(models.Model):
+    """The id of a memory revision that no longer exists: the revision's ``record_deletion`` trigger
+    writes it in the transaction that deletes the revision (only ``conversation_delete`` does).
+
+    A reply stores, when it is delivered, the distinct audiences of every revision it was built from
+    (``Message.lineage_revision_audiences``). Revisions never change, so that fold stays true for as
+    long as none of them is deleted; a read trusts it only after finding none of the reply's revisions
+    here (for most agents this table holds nothing), and otherwise judges each revision again.
+    """
+
+    revision_id = models.BigIntegerField(primary_key=True)
+    # A plain id, not a foreign key: the tombstone outlives nothing it could point at.
+    agent_id = models.BigIntegerField(db_index=True)
+    deleted_at = models.DateTimeField()
+
+    class Meta:
+        triggers = [protect_rows("append_only")]
+
+    def __str__(self) -> str:
+        return f"deleted revision {self.revision_id}"
 
 
 class MemoryEvidence(AudienceColumns):

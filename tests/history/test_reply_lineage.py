@@ -20,8 +20,10 @@ from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
+from memory.models import DeletedRevision, SharingGrant
 from memory.retention import conversation_delete
 from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
+from memory.services import Belief, Provenance, memory_remember
 from tests.factories import (
     ActorFactory,
     AgentFactory,
@@ -49,14 +51,24 @@ class Room(Speaks):
     alice_mobile_dm: Conversation
     general: Conversation
 
-    def reply(self, conversation: Conversation, body: str, *, history: Sequence[int] = ()) -> Message:
+    def reply(
+        self, conversation: Conversation, body: str, *, history: Sequence[int] = (), memory: Sequence[int] = ()
+    ) -> Message:
         return make_message(
             conversation,
             body=body,
             direction=MessageDirection.OUTBOUND,
             evidence=EvidenceMethod.AGENT_REPLY,
             history_message_ids=list(history),
+            memory_revision_ids=list(memory),
         )
+
+    def remember(self, source: Message, body: str) -> int:
+        """A memory formed from ``source`` (its audience is the source's): the revision id."""
+        written = memory_remember(
+            agent=self.agent, belief=Belief(body=body), provenance=Provenance(source_message_id=source.pk)
+        )
+        return written.revision.pk
 
     def visible(self, message: Message, destination: Conversation) -> bool:
         """Does the one eligibility predicate admit ``message`` into a turn of ``destination``?"""
@@ -217,3 +229,80 @@ def test_the_migration_folds_replies_stored_before_the_fold_existed(room: Room) 
     assert second.lineage_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
     assert second.lineage_conversation_ids == [room.alice_dm.pk]
     assert not room.visible(second, room.general)
+
+
+# --- the revisions a reply used: folded audiences, trusted only while none was deleted -----------------
+
+
+def test_the_fold_keeps_the_audiences_of_every_revision_the_reply_and_its_sources_used(room: Room) -> None:
+    private = room.remember(
+        room.say(room.alice_dm, room.alice, "I am allergic to penicillin."), "Allergic to penicillin."
+    )
+    public = room.remember(room.say(room.general, room.bob, "Standup moves to 9:30."), "Standup is at 9:30.")
+    first = room.reply(room.alice_dm, "Noted, and standup is at 9:30.", memory=[private, public])
+    second = room.reply(room.alice_mobile_dm, "As we said earlier.", history=[first.pk])
+
+    second.refresh_from_db()
+    assert sorted(second.lineage_revision_audiences, key=str) == sorted(
+        [["members", room.connector.namespace, [room.alice.pk]], ["workspace", room.connector.namespace, []]], key=str
+    )
+    assert room.visible(second, room.alice_mobile_dm)
+    assert not room.visible(second, room.general)
+
+
+def test_a_reply_built_on_a_memory_that_was_deleted_since_is_withheld(room: Room) -> None:
+    """The reply's own sources are intact; only a memory it used is gone (its source conversation was
+    deleted on request). The folded audiences still admit the destination, so the tombstone decides."""
+    source = room.say(room.alice_dm, room.alice, "My new address is 4 Rua Augusta.")
+    address = room.remember(source, "Lives at 4 Rua Augusta.")
+    reply = room.reply(room.alice_mobile_dm, "I have your address on file.", memory=[address])
+    later = room.reply(room.alice_mobile_dm, "Yes, the one from before.", history=[reply.pk])
+    assert room.visible(reply, room.alice_mobile_dm) and room.visible(later, room.alice_mobile_dm)
+
+    conversation_delete(conversation=room.alice_dm)
+
+    assert DeletedRevision.objects.filter(revision_id=address, agent_id=room.agent.pk).exists()
+    assert not room.visible(reply, room.alice_mobile_dm)
+    assert not room.visible(later, room.alice_mobile_dm)
+
+
+def test_a_revision_its_audience_does_not_admit_is_still_admitted_by_a_live_grant(room: Room) -> None:
+    """Where a folded audience falls short, each revision is judged again, with its live grants."""
+    private = room.remember(
+        room.say(room.alice_dm, room.alice, "I am running the marathon in May."), "Marathon in May."
+    )
+    reply = room.reply(room.general, "Good luck to everyone running in May!", memory=[private])
+    assert not room.visible(reply, room.general)
+
+    grant = SharingGrant.objects.create(
+        agent=room.agent,
+        revision_id=private,
+        granted_by_actor=room.alice,
+        audience_kind="public",
+        audience_namespace="",
+        audience_readers=[],
+    )
+    assert room.visible(reply, room.general)
+
+    grant.revoked_at = timezone.now()
+    grant.save(update_fields=["revoked_at"])
+    assert not room.visible(reply, room.general)
+
+
+def test_an_empty_revision_fold_on_a_reply_that_used_revisions_is_never_trusted(room: Room) -> None:
+    """history/0011 folds stored replies; one it had not reached would read as using no revision at
+    all, so an empty fold beside revision ids sends the read to the per-revision check."""
+    private = room.remember(room.say(room.alice_dm, room.alice, "My PIN is not for sharing."), "Keeps a PIN private.")
+    reply = room.reply(room.general, "Understood, everyone.", memory=[private])
+    assert not room.visible(reply, room.general)
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute("UPDATE history_message SET lineage_revision_audiences = '[]' WHERE id = %s", [reply.pk])
+    assert not room.visible(reply, room.general)
+
+    migration = importlib.import_module("history.migrations.0011_reply_lineage_trusts_folded_revision_audiences")
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute(migration.FOLD_STORED_REPLIES)
+    reply.refresh_from_db()
+    assert reply.lineage_revision_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
+    assert room.visible(reply, room.alice_dm)
+    assert not room.visible(reply, room.general)

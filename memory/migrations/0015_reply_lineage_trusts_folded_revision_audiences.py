@@ -1,0 +1,101 @@
+"""A reply's lineage check trusts the folded audiences of its revisions while none was deleted.
+
+Judging a reply read every revision it and its ancestors used (``engram_revisions_disclosable``): one
+probe, audience check and possibly grant lookup per revision, hundreds to thousands for a reply late
+in a long conversation, at every read of that reply. Revisions never change, so their audiences are
+now folded with the reply when it is stored (``engram_revision_audiences``, history/0011), and the
+lineage rule (``memory.retrieval.eligibility.REPLY_LINEAGE_ALLOWS``) reads that fold:
+
+- when every folded revision audience admits the destination, and none of the reply's revisions has
+  been deleted since (``memory_deletedrevision``, written by the revisions' ``record_deletion``
+  trigger in the deleting transaction), the revisions are disclosable without looking at each; a
+  fold that is empty for a reply that has revisions is never trusted;
+- otherwise each revision is judged as before, with its live grants.
+
+Both paths agree: a folded audience is the audience of that very revision (immutable, and ``unknown``
+for one that was missing or another agent's when the reply was stored), so every revision admitted by
+the fold would be admitted by the per-revision check, which is the only one that can also admit a
+revision by grant or deny one that is gone.
+
+The rule is written into each statement rather than called: ``engram_reply_lineage_allows`` had
+subqueries, which PostgreSQL cannot inline, and a call per judged reply cost about three times as
+much as the same expression evaluated in place. The function is dropped (reversing restores it).
+"""
+
+import pgtrigger.compiler
+import pgtrigger.migrations
+import importlib
+
+from django.db import migrations, models
+
+# The function this one replaces, restored when the migration is reversed.
+reads_the_fold = importlib.import_module("memory.migrations.0012_reply_lineage_reads_the_fold")
+
+
+REVISION_AUDIENCES = """
+CREATE OR REPLACE FUNCTION engram_revision_audiences(p_agent bigint, p_revision_ids bigint[]) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT coalesce(jsonb_agg(DISTINCT CASE
+               WHEN r.id IS NULL THEN '["unknown", "", []]'::jsonb
+               ELSE jsonb_build_array(r.audience_kind, r.audience_namespace, r.audience_readers)
+           END), '[]')
+    FROM unnest(coalesce(p_revision_ids, '{}')) AS rid
+    LEFT JOIN memory_memoryrevision r ON r.id = rid AND r.agent_id = p_agent
+$$;
+COMMENT ON FUNCTION engram_revision_audiences(bigint, bigint[]) IS
+    'Distinct [kind, namespace, readers] of these revisions; unknown for a missing or foreign one (Engram lineage fold)';
+"""
+
+#: The rule is now an expression in every statement that judges messages
+#: (``memory.retrieval.eligibility.REPLY_LINEAGE_ALLOWS``), which the planner evaluates in place.
+DROP_REPLY_LINEAGE_ALLOWS = (
+    "DROP FUNCTION IF EXISTS engram_reply_lineage_allows(bigint, jsonb, bigint[], bigint[], text, text, bigint[], bigint[]);"
+)
+
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("memory", "0014_revisions_of_unknown_audience_indexed"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="DeletedRevision",
+            fields=[
+                ("revision_id", models.BigIntegerField(primary_key=True, serialize=False)),
+                ("agent_id", models.BigIntegerField(db_index=True)),
+                ("deleted_at", models.DateTimeField()),
+            ],
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name="memoryrevision",
+            trigger=pgtrigger.compiler.Trigger(
+                name="record_deletion",
+                sql=pgtrigger.compiler.UpsertTriggerSql(
+                    func="INSERT INTO memory_deletedrevision (revision_id, agent_id, deleted_at) VALUES (OLD.id, OLD.agent_id, now()) ON CONFLICT DO NOTHING; RETURN NULL;",
+                    hash="c2ca28cbf8477f61c15661f05ec3dfea06cde2ba",
+                    operation="DELETE",
+                    pgid="pgtrigger_record_deletion_a9bc0",
+                    table="memory_memoryrevision",
+                    when="AFTER",
+                ),
+            ),
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name="deletedrevision",
+            trigger=pgtrigger.compiler.Trigger(
+                name="append_only",
+                sql=pgtrigger.compiler.UpsertTriggerSql(
+                    func="RAISE EXCEPTION 'pgtrigger: Cannot update or delete rows from % table', TG_TABLE_NAME;",
+                    hash="3c6b69fbbcfddfccfd4ab72255251286cd57b9c1",
+                    operation="UPDATE OR DELETE",
+                    pgid="pgtrigger_append_only_39205",
+                    table="memory_deletedrevision",
+                    when="BEFORE",
+                ),
+            ),
+        ),
+        migrations.RunSQL(REVISION_AUDIENCES, "DROP FUNCTION IF EXISTS engram_revision_audiences(bigint, bigint[]);"),
+        migrations.RunSQL(DROP_REPLY_LINEAGE_ALLOWS, reads_the_fold.REPLY_LINEAGE_ALLOWS),
+    ]

@@ -22,6 +22,7 @@ each match; if that write fails the search fails. Results join the turn's eviden
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -414,8 +415,8 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
 
 #: The sidecar's matches, best ``ts_rank`` first (ties by id), each judged as it is fetched. The ranking
 #: is computed once, by the inner sort; the lateral join that judges a match is evaluated only for the
-#: rows a ``FETCH`` reaches, in that order, so widening the scan costs only the matches it adds.
-_SCAN_CURSOR = "history_scan"
+#: rows a ``FETCH`` reaches, in that order, so widening the scan costs only the matches it adds. The
+#: cursor is declared and first read in one round trip, and closes with its transaction.
 _SCAN = """
 DECLARE {cursor} NO SCROLL CURSOR FOR
 SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex, judged.verdict
@@ -431,8 +432,11 @@ CROSS JOIN LATERAL (
     FROM {owned}
     WHERE m.id = matches.message_id AND m.agent_id = %(el_agent)s{structural}
 ) judged
-ORDER BY matches.lex DESC, matches.message_id DESC
+ORDER BY matches.lex DESC, matches.message_id DESC;
+FETCH FORWARD {first} FROM {cursor}
 """
+#: Names the scans of one process apart (a transaction may hold several, each until it ends).
+_scan_numbers = itertools.count()
 
 
 def _pool_and_counts(
@@ -449,8 +453,10 @@ def _pool_and_counts(
     verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
     verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
     verdict += " ELSE 'eligible' END"
+    name = f"history_scan_{next(_scan_numbers)}"
     sql = _SCAN.format(
-        cursor=_SCAN_CURSOR,
+        cursor=name,
+        first=FIRST_SCAN,
         lexical_rank=LEXICAL_RANK,
         terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
         verdict=verdict,
@@ -463,9 +469,12 @@ def _pool_and_counts(
     # A cursor lives in a transaction: the caller's, or one of its own.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(sql, params)
+        cursor.nextset()  # the first FETCH's rows
+        size = FIRST_SCAN
         for step in range(1, MAX_SCAN_STEPS + 1):
-            size = FIRST_SCAN if step == 1 else widening(scanned, counts["eligible"])
-            cursor.execute(f"FETCH {'ALL' if step == MAX_SCAN_STEPS else f'FORWARD {size}'} FROM {_SCAN_CURSOR}")
+            if step > 1:
+                size = widening(scanned, counts["eligible"])
+                cursor.execute(f"FETCH {'ALL' if step == MAX_SCAN_STEPS else f'FORWARD {size}'} FROM {name}")
             rows = cursor.fetchall()
             scanned += len(rows)
             for message_id, conversation_id, actor_id, created_at, lex, verdict_of in rows:
@@ -474,8 +483,6 @@ def _pool_and_counts(
                     pool.append((message_id, conversation_id, actor_id, created_at, lex))
             if len(pool) >= CANDIDATE_CAP or len(rows) < size:
                 break  # the pool is full, or the scan reached the last match
-        # An error instead rolls the transaction (or savepoint) back, which closes the cursor.
-        cursor.execute(f"CLOSE {_SCAN_CURSOR}")
     # Best rank, then newest, then lowest id.
     pool.sort(key=lambda row: row[0])
     pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
@@ -494,13 +501,18 @@ def widening(scanned: int, eligible: int) -> int:
 #: Each side's messages are read from the conversation's time index nearest first, and eligibility is
 #: judged one message at a time in that order until one passes (a scalar subquery per message, which
 #: the planner cannot turn into a join over every eligible message): the judging, which for a reply
-#: checks its stored lineage, costs one or two messages, however many the window holds.
+#: checks its stored lineage, costs one or two messages, however many the window holds. The sources
+#: are members of the pool this search's scan has just judged; they are not judged again, because the
+#: pairs found here only reorder the pool, and whatever is shown is judged again when it is hydrated.
 _NEIGHBOURS_OF_SOURCES = """
 WITH em AS NOT MATERIALIZED (
-    SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {{owned}}
+    SELECT m.id AS message_id FROM {{owned}}
     WHERE {{predicate}}{{structural}} AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))
 ),
-source AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(n_ids)s::bigint[]))
+source AS (
+    SELECT m.id AS message_id, m.conversation_id, m.created_at FROM history_message m
+    WHERE m.id = ANY(%(n_ids)s::bigint[]) AND m.agent_id = %(el_agent)s
+)
 {before}
 UNION ALL
 {after}

@@ -488,8 +488,9 @@ class Question:
 
 #: How each statement the service runs is recognised in a capture, first match wins.
 STATEMENT_LABELS = (
-    ("GROUP BY verdict", "exclusion counts"),
-    ("WITH em AS", "hydrate hits and neighbours"),
+    ("history_scan", "lexical scan (cursor: declare, fetches, close)"),
+    ("hit AS (SELECT em.* FROM em", "hydrate hits"),
+    ("WITH em AS", "neighbours"),
     ("AS c(id) WHERE EXISTS", "requester spoke in"),
     ("ORDER BY created_at DESC, id DESC LIMIT", "current window"),
     ("accounts_identitylink", "requester identities"),
@@ -572,14 +573,20 @@ class ServiceBench:
         return sorted(rows, key=lambda row: -row[1])
 
     def explain(self, question: Question) -> str:
-        """Each statement of one search with its time, then the plans of its three heavy statements."""
+        """Each statement of one search with its time, then the plans of its three heavy statements (the
+        lexical scan's query is explained to its end, beyond what the cursor fetched)."""
         statements = self.captured(question)
         lines = [f"  {s.ms:8.2f} ms  {statement_label(s.sql)}" for s in statements]
         with connection.cursor() as cursor:
             for statement in statements:
                 label = statement_label(statement.sql)
-                if label in ("exclusion counts", "hydrate hits and neighbours"):
-                    plan, _, _ = _explain(cursor, statement.sql, statement.params)
-                    lines.append(f"plan of {label}:")
-                    lines.extend(f"    {line}" for line in plan)
+                sql = statement.sql.lstrip()
+                if sql.startswith("DECLARE"):
+                    # The scan's query, run to its end (without the FETCH sent with its declaration).
+                    sql = sql.split("CURSOR FOR", 1)[1].rsplit(";", 1)[0]
+                elif label not in ("neighbours", "hydrate hits"):
+                    continue
+                plan, _, _ = _explain(cursor, sql, statement.params)
+                lines.append(f"plan of {label}:")
+                lines.extend(f"    {line}" for line in plan)
         return "\n".join(lines)

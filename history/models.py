@@ -74,7 +74,7 @@ def lineage_fold_trigger() -> pgtrigger.Trigger:
     therefore run once, here, and what it found is stored with the reply: the distinct audiences of
     its ancestors (``unknown`` for a missing, foreign or unauthenticated ancestor, or when the caps
     overflow), their conversations and the revisions they used. The parts that can still change are
-    checked at every read by the lineage rule (``memory.retrieval.eligibility.REPLY_LINEAGE_ALLOWS``):
+    checked at every read by ``engram_reply_lineage_allows`` (memory/0015):
     the destination, whether those conversations still exist (deletion on request), and the revisions
     with their live grants.
 

@@ -625,27 +625,37 @@ def _current_window(turn: Turn | None) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-_HYDRATE = """
+#: Each hit's neighbours are read as the neighbour lookup reads them: the conversation's messages from
+#: its time index, nearest first, each judged by the eligible set in turn (a parameterised subquery,
+#: OFFSET 0 keeping it one probe per message) until ``n`` pass. Judging every message on one side of
+#: the hit and keeping the nearest two instead reads the whole conversation (replies' lineage included).
+_HYDRATE_SIDE = """
+    SELECT hit.message_id, {side}, judged.* FROM hit CROSS JOIN LATERAL (
+        SELECT judged.* FROM (
+            SELECT m.id, m.created_at FROM history_message m
+            WHERE m.conversation_id = hit.conversation_id
+              AND (m.created_at, m.id) {beyond} (hit.created_at, hit.message_id)
+              AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))
+            ORDER BY m.created_at {order}, m.id {order} OFFSET 0) near
+        CROSS JOIN LATERAL (SELECT em.* FROM em WHERE em.message_id = near.id OFFSET 0) judged
+        ORDER BY near.created_at {order}, near.id {order} LIMIT {{n}}) judged"""
+_HYDRATE = (
+    """
 WITH em AS NOT MATERIALIZED ({eligible}),
 hit AS (SELECT em.* FROM em WHERE em.message_id = ANY(%(h_ids)s::bigint[])),
 found AS (
     SELECT hit.message_id AS hit_id, 0 AS side, hit.* FROM hit
-    UNION ALL
-    SELECT hit.message_id, -1, b.* FROM hit CROSS JOIN LATERAL (
-        SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
-          AND (em.created_at, em.message_id) < (hit.created_at, hit.message_id)
-          AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
-        ORDER BY em.created_at DESC, em.message_id DESC LIMIT {n}) b
-    UNION ALL
-    SELECT hit.message_id, 1, a.* FROM hit CROSS JOIN LATERAL (
-        SELECT em.* FROM em WHERE em.conversation_id = hit.conversation_id
-          AND (em.created_at, em.message_id) > (hit.created_at, hit.message_id)
-          AND NOT (em.message_id = ANY(%(q_excluded)s::bigint[]))
-        ORDER BY em.created_at, em.message_id LIMIT {n}) a
+    UNION ALL"""
+    + _HYDRATE_SIDE.format(side=-1, beyond="<", order="DESC")
+    + """
+    UNION ALL"""
+    + _HYDRATE_SIDE.format(side=1, beyond=">", order="ASC")
+    + """
 )
 SELECT found.*, actor.display_name AS actor_name, actor.external_id AS actor_external_id
 FROM found LEFT JOIN accounts_actor actor ON actor.id = found.actor_id
 """
+)
 
 
 def _hydrate(

@@ -4,7 +4,7 @@ Judging a reply read every revision it and its ancestors used (``engram_revision
 probe, audience check and possibly grant lookup per revision, hundreds to thousands for a reply late
 in a long conversation, at every read of that reply. Revisions never change, so their audiences are
 now folded with the reply when it is stored (``engram_revision_audiences``, history/0011), and the
-lineage rule (``memory.retrieval.eligibility.REPLY_LINEAGE_ALLOWS``) reads that fold:
+lineage rule (``engram_reply_lineage_allows``) reads that fold:
 
 - when every folded revision audience admits the destination, and none of the reply's revisions has
   been deleted since (``memory_deletedrevision``, written by the revisions' ``record_deletion``
@@ -17,9 +17,10 @@ for one that was missing or another agent's when the reply was stored), so every
 the fold would be admitted by the per-revision check, which is the only one that can also admit a
 revision by grant or deny one that is gone.
 
-The rule is written into each statement rather than called: ``engram_reply_lineage_allows`` had
-subqueries, which PostgreSQL cannot inline, and a call per judged reply cost about three times as
-much as the same expression evaluated in place. The function is dropped (reversing restores it).
+``engram_reply_lineage_allows`` is rewritten in PL/pgSQL with that fast path. On a corpus of 380
+replies judged for one destination, the previous SQL function took 195 µs a reply and this one 44 µs;
+the same rule written into the statement took 50 µs, but added about 0.5 ms of planning to every
+statement for each place the eligible set appears in it.
 """
 
 import pgtrigger.compiler
@@ -46,12 +47,66 @@ COMMENT ON FUNCTION engram_revision_audiences(bigint, bigint[]) IS
     'Distinct [kind, namespace, readers] of these revisions; unknown for a missing or foreign one (Engram lineage fold)';
 """
 
-#: The rule is now an expression in every statement that judges messages
-#: (``memory.retrieval.eligibility.REPLY_LINEAGE_ALLOWS``), which the planner evaluates in place.
-DROP_REPLY_LINEAGE_ALLOWS = (
-    "DROP FUNCTION IF EXISTS engram_reply_lineage_allows(bigint, jsonb, bigint[], bigint[], text, text, bigint[], bigint[]);"
-)
+#: One call per judged reply. PL/pgSQL rather than SQL: a SQL function with subqueries cannot be
+#: inlined, and running its body as a query at every call cost about three times as much. The audience
+#: checks are plain expressions (a fold's readers are a JSON array of integers, read as ``bigint[]``
+#: by turning its brackets into braces), so only the existence checks are queries.
+REPLY_LINEAGE_ALLOWS = """
+DROP FUNCTION IF EXISTS engram_reply_lineage_allows(bigint, jsonb, bigint[], bigint[], text, text, bigint[], bigint[]);
+CREATE FUNCTION engram_reply_lineage_allows(
+    p_agent bigint, p_audiences jsonb, p_conversation_ids bigint[], p_revision_ids bigint[],
+    p_revision_audiences jsonb,
+    d_kind text, d_namespace text, d_readers bigint[], d_linked_readers bigint[] DEFAULT '{}'
+) RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+DECLARE
+    audience jsonb;
+BEGIN
+    IF p_audiences IS NULL OR p_conversation_ids IS NULL OR p_revision_ids IS NULL THEN
+        RETURN false;
+    END IF;
+    -- Every audience the reply's ancestors were posted under admits the destination.
+    FOR i IN 0 .. jsonb_array_length(p_audiences) - 1 LOOP
+        audience := p_audiences->i;
+        IF NOT engram_audience_allows(audience->>0, audience->>1, translate(audience->>2, '[]', '{}')::bigint[],
+                                      d_kind, d_namespace, d_readers, d_linked_readers) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    -- Every conversation they came from still exists.
+    IF (SELECT count(*) FROM history_conversation c WHERE c.id = ANY (p_conversation_ids))
+       <> cardinality(p_conversation_ids) THEN
+        RETURN false;
+    END IF;
+    IF cardinality(p_revision_ids) = 0 THEN
+        RETURN true;
+    END IF;
+    -- Every revision used is admitted: by the folded audiences while none of the revisions was deleted
+    -- since (an empty fold beside revision ids is never trusted) ...
+    IF jsonb_array_length(coalesce(p_revision_audiences, '[]')) > 0
+       AND NOT EXISTS (SELECT 1 FROM memory_deletedrevision t
+                       WHERE t.agent_id = p_agent AND t.revision_id = ANY (p_revision_ids)) THEN
+        FOR i IN 0 .. jsonb_array_length(p_revision_audiences) - 1 LOOP
+            audience := p_revision_audiences->i;
+            IF NOT engram_audience_allows(audience->>0, audience->>1, translate(audience->>2, '[]', '{}')::bigint[],
+                                          d_kind, d_namespace, d_readers, d_linked_readers) THEN
+                -- ... and where an audience falls short, one by one, with their live grants.
+                RETURN engram_revisions_disclosable(p_agent, p_revision_ids, d_kind, d_namespace, d_readers, d_linked_readers);
+            END IF;
+        END LOOP;
+        RETURN true;
+    END IF;
+    RETURN engram_revisions_disclosable(p_agent, p_revision_ids, d_kind, d_namespace, d_readers, d_linked_readers);
+END
+$$;
+COMMENT ON FUNCTION engram_reply_lineage_allows(bigint, jsonb, bigint[], bigint[], jsonb, text, text, bigint[], bigint[]) IS
+    'May an agent reply with this folded lineage be disclosed to destination d_*? (Engram lineage rule)';
+"""
 
+RESTORE_REPLY_LINEAGE_ALLOWS = (
+    "DROP FUNCTION IF EXISTS engram_reply_lineage_allows(bigint, jsonb, bigint[], bigint[], jsonb, text, text, bigint[], bigint[]);"
+    + reads_the_fold.REPLY_LINEAGE_ALLOWS
+)
 
 
 class Migration(migrations.Migration):
@@ -97,5 +152,5 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunSQL(REVISION_AUDIENCES, "DROP FUNCTION IF EXISTS engram_revision_audiences(bigint, bigint[]);"),
-        migrations.RunSQL(DROP_REPLY_LINEAGE_ALLOWS, reads_the_fold.REPLY_LINEAGE_ALLOWS),
+        migrations.RunSQL(REPLY_LINEAGE_ALLOWS, RESTORE_REPLY_LINEAGE_ALLOWS),
     ]

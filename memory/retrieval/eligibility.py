@@ -20,7 +20,7 @@ visibility rule. A memory revision is eligible for a turn only if, in SQL:
 A message is eligible only if it belongs to the agent (through its conversation, never through a
 search sidecar), connector source evidence exists for it (unknown provenance fails closed), its
 audience may be disclosed to the destination (``engram_audience_allows``), and, for an agent reply,
-its whole lineage may be too (``REPLY_LINEAGE_ALLOWS``). The lineage is the recursive walk over
+its whole lineage may be too (``engram_reply_lineage_allows``). The lineage is the recursive walk over
 the reply's provenance with the spec's hard caps; messages are immutable, so the database runs that
 walk once, when the reply is inserted, and stores what it found with the reply
 (``history.models.lineage_fold_trigger``); each read checks the stored ancestors' audiences, that
@@ -110,39 +110,6 @@ def perspective_for_conversation(conversation: Conversation, *, requester_id: in
 
 #: The destination arguments every disclosure function takes, bound by ``destination_params``.
 DESTINATION_ARGS = "%(el_d_kind)s, %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[]"
-
-
-def every_audience_admits(audiences: str) -> str:
-    """SQL: every ``[kind, namespace, readers]`` of the jsonb array ``audiences`` admits the destination."""
-    return (
-        f"NOT EXISTS (SELECT 1 FROM jsonb_array_elements({audiences}) AS a WHERE NOT engram_audience_allows("
-        f"a->>0, a->>1, ARRAY(SELECT jsonb_array_elements_text(a->2)::bigint), {DESTINATION_ARGS}))"
-    )
-
-
-#: The lineage rule for an agent reply ``m``, read from what ``fold_lineage`` stored with it (see
-#: ``history.models.lineage_fold_trigger``): every audience its ancestors were posted under admits the
-#: destination; every conversation they came from still exists (deleting one on request withholds the
-#: reply everywhere); and every revision the reply or its ancestors used is still this agent's and
-#: admitted. The revisions are judged by their folded audiences (a revision's audience never changes)
-#: unless one of them has been deleted since (``memory_deletedrevision``) or a folded audience falls
-#: short of the destination, or the fold is empty beside revision ids; then each revision is judged
-#: with its live grants (``engram_revisions_disclosable``). Written out here rather than called as a
-#: database function: PostgreSQL cannot inline a function with subqueries, and calling one per judged
-#: reply cost about three times as much as evaluating the same expression in the statement.
-REPLY_LINEAGE_ALLOWS = (
-    f"({every_audience_admits('m.lineage_audiences')}"
-    " AND (SELECT count(*) FROM history_conversation lc WHERE lc.id = ANY (m.lineage_conversation_ids))"
-    " = cardinality(m.lineage_conversation_ids)"
-    " AND CASE WHEN (jsonb_array_length(m.lineage_revision_audiences) > 0"
-    " OR cardinality(m.lineage_revision_ids || m.memory_revision_ids) = 0)"
-    f" AND {every_audience_admits('m.lineage_revision_audiences')}"
-    " AND NOT EXISTS (SELECT 1 FROM memory_deletedrevision t WHERE t.agent_id = %(el_agent)s"
-    " AND t.revision_id = ANY (m.lineage_revision_ids || m.memory_revision_ids))"
-    " THEN true"
-    " ELSE engram_revisions_disclosable(%(el_agent)s, m.lineage_revision_ids || m.memory_revision_ids, "
-    f"{DESTINATION_ARGS}) END)"
-)
 
 
 def destination_params(perspective: Perspective) -> dict[str, Any]:
@@ -286,7 +253,12 @@ class EligibleMessages:
                 "engram_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers, "
                 f"{DESTINATION_ARGS})",
             ),
-            ("lineage", f"(m.direction = 'inbound' OR {REPLY_LINEAGE_ALLOWS})"),
+            (
+                "lineage",
+                "(m.direction = 'inbound' OR engram_reply_lineage_allows(%(el_agent)s, m.lineage_audiences, "
+                "m.lineage_conversation_ids, m.lineage_revision_ids || m.memory_revision_ids, "
+                f"m.lineage_revision_audiences, {DESTINATION_ARGS}))",
+            ),
         ]
 
     def predicate(self) -> str:

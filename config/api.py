@@ -1,11 +1,13 @@
 """Shared API conventions: errors with a machine-readable ``code``, and serializers that refuse
 fields they do not declare (a verb's schema is a contract, not a suggestion).
 
-Two failures outside DRF's own exceptions get the same error body: a request body over
-``DATA_UPLOAD_MAX_MEMORY_SIZE`` answers 413 ``request_too_large`` (Django would answer a bare 400),
-and a database that cannot be reached (restarting, connection lost) answers 503
-``database_unavailable`` with ``Retry-After``, instead of a 500 page. Every write is atomic, so a
-request that fails this way has committed nothing of the transaction it was in.
+Failures outside DRF's own exceptions get the same error body: a request body over
+``DATA_UPLOAD_MAX_MEMORY_SIZE`` answers 413 ``request_too_large`` (Django would answer a bare 400);
+a transaction PostgreSQL rolled back because it collided with a concurrent one (a deadlock or a
+serialization failure) answers 409 ``concurrent_update`` with ``Retry-After``; and a database that
+cannot be reached (restarting, connection lost) answers 503 ``database_unavailable`` with
+``Retry-After``, instead of a 500 page. Every write is atomic, so a request that fails either way has
+committed nothing of the transaction it was in, and may be sent again.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds a client should wait before retrying when the database is unavailable.
 DATABASE_RETRY_AFTER_S = 5
+#: Seconds before retrying a request whose transaction lost to a concurrent one.
+CONFLICT_RETRY_AFTER_S = 1
+#: SQLSTATE class 40, "transaction rollback": deadlock detected, serialization failure and the like.
+TRANSACTION_ROLLBACK_CLASS = "40"
 
 _CODES = {
     exceptions.NotAuthenticated: "unauthenticated",
@@ -46,12 +52,24 @@ def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
     return {"code": code, "message": message, "detail": detail if detail is not None else {}}
 
 
+def _sqlstate(exc: Exception) -> str:
+    """The SQLSTATE of the driver error Django wrapped, if any."""
+    return str(getattr(exc.__cause__, "sqlstate", None) or "")
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ServiceError):
         return Response(error_body(exc.code, exc.message, exc.detail), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
         return Response(
             error_body("request_too_large", "the request body is too large; nothing was changed"), status=413
+        )
+    if isinstance(exc, OperationalError) and _sqlstate(exc).startswith(TRANSACTION_ROLLBACK_CLASS):
+        log.warning("transaction rolled back by a concurrent one: %s", exc)
+        return Response(
+            error_body("concurrent_update", "a concurrent request changed the same rows; nothing was changed, retry"),
+            status=409,
+            headers={"Retry-After": str(CONFLICT_RETRY_AFTER_S)},
         )
     if isinstance(exc, OperationalError | InterfaceError):
         log.warning("database unavailable: %s", exc)

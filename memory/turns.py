@@ -502,7 +502,9 @@ def reply_submit(*, agent: RuntimeAgent, turn_id: int, body: str, cited_ids: Seq
     reason = ""
     with transaction.atomic():
         turn = (
-            Turn.objects.select_for_update()
+            # The turn and its conversation, not the session between them (a turn starting in the same
+            # session only needs to reference it).
+            Turn.objects.select_for_update(of=("self", "session__conversation"))
             .select_related("session__conversation")
             .filter(pk=turn_id, agent=agent)
             .first()
@@ -617,16 +619,21 @@ USED_UTILITY, UNUSED_UTILITY = 1.0, -0.1
 def _feed_back_usage(*, cited_ids: list[int], recalled_ids: list[int], now: datetime) -> None:
     """Move ``last_used_at`` and utility only; confidence and evidence age are never touched.
 
-    The entries of cited revisions count as used; the other entries the turn was shown, as unused.
+    The entries of cited revisions count as used; the other entries the turn was shown, as unused. The
+    entries are locked in id order before they are updated: replies delivered at the same time to
+    turns that were shown the same memories would otherwise lock them in whatever order each update's
+    plan reads them, and deadlock.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH cited AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(cited)s::bigint[])),"
-            " shown AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(shown)s::bigint[]))"
+            " shown AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(shown)s::bigint[])),"
+            " locked AS (SELECT l.id FROM memory_memoryentry l"
+            " WHERE l.id IN (SELECT entry_id FROM cited UNION SELECT entry_id FROM shown) ORDER BY l.id FOR UPDATE)"
             " UPDATE memory_memoryentry e"
             " SET utility = e.utility"
             " + CASE WHEN e.id IN (SELECT entry_id FROM cited) THEN %(used)s ELSE %(unused)s END,"
             " last_used_at = CASE WHEN e.id IN (SELECT entry_id FROM cited) THEN %(now)s ELSE e.last_used_at END"
-            " WHERE e.id IN (SELECT entry_id FROM cited UNION SELECT entry_id FROM shown)",
+            " FROM locked WHERE e.id = locked.id",
             {"cited": cited_ids, "shown": recalled_ids, "used": USED_UTILITY, "unused": UNUSED_UTILITY, "now": now},
         )

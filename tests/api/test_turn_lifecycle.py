@@ -295,6 +295,30 @@ def test_cited_ids_mark_memories_used_and_unknown_citations_are_ignored(runtime:
     assert MemoryEntry.objects.get(agent=runtime.agent).last_used_at is not None
 
 
+def test_usage_feedback_raises_what_the_reply_cited_and_lowers_what_it_was_shown_and_left(runtime: Runtime) -> None:
+    setup = runtime.turn("dm-alice", "U200", "Remember a few things about me")
+    written = runtime.round(
+        setup["turn_id"], remember("Likes oolong tea."), remember("Rides a blue bicycle."), remember("Speaks Welsh.")
+    ).json()["results"]
+    assert runtime.reply(setup["turn_id"], "Noted.").status_code == 201
+    tea, bicycle, welsh = (MemoryEntry.objects.get(pk=r["result"]["entry_id"]) for r in written)
+
+    turn = runtime.turn("dm-alice", "U200", "what tea do I like, and what do I ride?")
+    shown = runtime.round(turn["turn_id"], {"verb": "recall", "query": "oolong tea blue bicycle"}).json()
+    shown_entries = {item["entry_id"] for item in shown["results"][0]["result"]["items"]}
+    shown_entries |= {item["entry_id"] for item in turn["recall"]["items"]}
+    assert {tea.pk, bicycle.pk} <= shown_entries and welsh.pk not in shown_entries
+    tea_id = next(i["id"] for i in shown["results"][0]["result"]["items"] if i["entry_id"] == tea.pk)
+
+    assert runtime.reply(turn["turn_id"], f"You like oolong [{tea_id}].").status_code == 201
+
+    for entry, change in ((tea, 1.0), (bicycle, -0.1), (welsh, 0.0)):
+        after = MemoryEntry.objects.get(pk=entry.pk)
+        assert after.utility == pytest.approx(entry.utility + change), entry
+    assert MemoryEntry.objects.get(pk=tea.pk).last_used_at is not None
+    assert MemoryEntry.objects.get(pk=bicycle.pk).last_used_at == bicycle.last_used_at
+
+
 def test_another_agents_objects_answer_404_like_missing_ones(runtime: Runtime) -> None:
     turn = runtime.turn("dm-alice", "U200", "remember my tea")
     memory_id = runtime.round(turn["turn_id"], remember("Likes tea.")).json()["results"][0]["result"]["id"]

@@ -29,6 +29,7 @@ from config.errors import Conflict, ServiceError
 from history.admin import FULLTEXT_HELP, audience_readers_html, audience_text, fulltext_search, shorten
 from memory.models import (
     BeliefType,
+    DeletedRevision,
     EmbeddingGeneration,
     EntryStatus,
     IndexOutbox,
@@ -888,4 +889,16 @@ class RecallMissAdmin(ReadOnlyAdmin):
     list_filter = (AgentFilter,)
     list_select_related = ("agent__tenant", "subject")
     search_fields = ("subject__display_name", "=subject__external_id")
+    show_full_result_count = False
+
+
+@admin.register(DeletedRevision)
+class DeletedRevisionAdmin(ReadOnlyAdmin):
+    """Revisions deleted with a conversation on request: replies built on one are judged revision by
+    revision from then on (written by the revisions' ``record_deletion`` trigger)."""
+
+    list_display = ("revision_id", "agent", "deleted_at")
+    list_filter = (AgentFilter,)
+    list_select_related = ("agent__tenant",)
+    search_fields = ("=revision_id",)
     show_full_result_count = False

@@ -287,9 +287,9 @@ class DeletedRevision(models.Model):
     here (for most agents this table holds nothing), and otherwise judges each revision again.
     """
 
+    # A plain id, not a foreign key: the revision it names is gone.
     revision_id = models.BigIntegerField(primary_key=True)
-    # A plain id, not a foreign key: the tombstone outlives nothing it could point at.
-    agent_id = models.BigIntegerField(db_index=True)
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
     deleted_at = models.DateTimeField()
 
     class Meta:

@@ -27,6 +27,7 @@ import pgtrigger.compiler
 import pgtrigger.migrations
 import importlib
 
+import django.db.models.deletion
 from django.db import migrations, models
 
 # The function this one replaces, restored when the migration is reversed.
@@ -111,6 +112,7 @@ RESTORE_REPLY_LINEAGE_ALLOWS = (
 
 class Migration(migrations.Migration):
     dependencies = [
+        ("accounts", "0002_perspective_consistency_guards"),
         ("memory", "0014_revisions_of_unknown_audience_indexed"),
     ]
 
@@ -119,7 +121,12 @@ class Migration(migrations.Migration):
             name="DeletedRevision",
             fields=[
                 ("revision_id", models.BigIntegerField(primary_key=True, serialize=False)),
-                ("agent_id", models.BigIntegerField(db_index=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="accounts.runtimeagent"
+                    ),
+                ),
                 ("deleted_at", models.DateTimeField()),
             ],
         ),

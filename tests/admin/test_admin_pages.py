@@ -33,6 +33,7 @@ from history.models import (
 from history.services import conversation_upsert, message_ingest
 from memory.models import (
     BeliefType,
+    DeletedRevision,
     EmbeddingGeneration,
     EntryStatus,
     IndexOutbox,
@@ -189,6 +190,7 @@ def build_world(slug: str) -> World:
         agent=agent, user=end_user, trace_item=item, revision=amended.revision, kind="wrong", fingerprint="f" * 64
     )
     miss = RecallMiss.objects.create(agent=agent, subject=bob, count=3, last_missed_at=now)
+    tombstone = DeletedRevision.objects.create(revision_id=amended.revision.pk + 1000, agent=agent, deleted_at=now)
     rows: dict[type[Model], Model] = {
         Tenant: tenant,
         RuntimeAgent: agent,
@@ -222,6 +224,7 @@ def build_world(slug: str) -> World:
         MemoryOperation: amended.operation,
         Rejection: rejection,
         RecallMiss: miss,
+        DeletedRevision: tombstone,
     }
     return World(
         tenant=tenant,

@@ -28,6 +28,7 @@ APPEND_ONLY_MODELS = {
     "memory.RetrievalEvent",
     "memory.MemoryOperation",
     "memory.Rejection",
+    "memory.DeletedRevision",
 }
 
 

@@ -622,14 +622,17 @@ def _feed_back_usage(*, cited_ids: list[int], recalled_ids: list[int], now: date
     The entries of cited revisions count as used; the other entries the turn was shown, as unused. The
     entries are locked in id order before they are updated: replies delivered at the same time to
     turns that were shown the same memories would otherwise lock them in whatever order each update's
-    plan reads them, and deadlock.
+    plan reads them, and deadlock. The lock is the one the update itself takes (``FOR NO KEY UPDATE``),
+    which lets the key-share locks of rows that reference an entry (a trace item being written by a
+    turn that is recalling it) through; ``FOR UPDATE`` would wait for them, and deadlock with them.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH cited AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(cited)s::bigint[])),"
             " shown AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(shown)s::bigint[])),"
             " locked AS (SELECT l.id FROM memory_memoryentry l"
-            " WHERE l.id IN (SELECT entry_id FROM cited UNION SELECT entry_id FROM shown) ORDER BY l.id FOR UPDATE)"
+            " WHERE l.id IN (SELECT entry_id FROM cited UNION SELECT entry_id FROM shown)"
+            " ORDER BY l.id FOR NO KEY UPDATE)"
             " UPDATE memory_memoryentry e"
             " SET utility = e.utility"
             " + CASE WHEN e.id IN (SELECT entry_id FROM cited) THEN %(used)s ELSE %(unused)s END,"

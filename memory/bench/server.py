@@ -15,11 +15,14 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import psutil
 import requests
 from django.conf import settings
 from django.core.management.base import CommandError
+from django.db import connection
 
 SERVER_START_TIMEOUT_S = 60.0
 #: Lines of the server's log added to a failure raised while it serves.
@@ -47,16 +50,52 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def process_tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` and its live descendants (gunicorn's arbiter and
+    workers, or PostgreSQL's postmaster and backends)."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue  # ended between the listing and the reading
+        total += times.user + times.system
+    return total
+
+
+def database_server_pid() -> int | None:
+    """The postmaster of the PostgreSQL this process uses, when it runs on this machine (the embedded
+    server, or a local one); None for a remote server, whose CPU cannot be read from here."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid(), inet_server_addr() IS NULL OR inet_server_addr() <<= '127.0.0.0/8'")
+        backend, local = cursor.fetchone()
+    if not local:
+        return None
+    try:
+        parent = psutil.Process(backend).parent()
+    except psutil.NoSuchProcess:
+        return None
+    return parent.pid if parent is not None else None
+
+
 @contextmanager
-def served(
+def served(folder: Path, **server: Any) -> Iterator[str]:
+    """gunicorn on a free 127.0.0.1 port (see :func:`served_process`); yields its base URL."""
+    with served_process(folder, **server) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def served_process(
     folder: Path,
     *,
     workers: int = 2,
     threads: int | None = None,
     options: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
-) -> Iterator[str]:
-    """gunicorn on a free 127.0.0.1 port; yields its base URL and stops it on exit.
+) -> Iterator[tuple[str, int]]:
+    """gunicorn on a free 127.0.0.1 port; yields its base URL and its arbiter's pid, and stops it on exit.
 
     ``workers`` processes, sync ones or, with ``threads``, gthread ones of that many threads (at most
     workers x threads database connections). ``options`` are further gunicorn options and ``env``
@@ -97,7 +136,7 @@ def served(
                 raise CommandError(f"gunicorn did not answer in {SERVER_START_TIMEOUT_S:.0f}s:\n{log_path.read_text()}")
             time.sleep(0.2)
         try:
-            yield base_url
+            yield base_url, process.pid
         except CommandError as error:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
             raise CommandError(f"{error}\n--- gunicorn log (last lines):\n{tail}") from error

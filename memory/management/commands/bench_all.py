@@ -332,7 +332,7 @@ class Command(BaseCommand):
     def http_turns(self, agent: RuntimeAgent, spec: AllSpec, turns: int, repeats: int) -> dict[str, Any]:
         script = bench_turn.Script.load(agent, random.Random(spec.seed * 31 + turns))
         batches = bench_turn.drive_turns(agent, script, batches=[turns] * repeats, warmup=TURN_WARMUP)
-        runs = [bench_turn.turn_figures(batch) for batch in batches]
+        runs = [bench_turn.turn_figures(batch.timings) for batch in batches]
         figures = {
             "p50_ms": round(statistics.median(r["p50_ms"] for r in runs), 2),
             "p95_ms": round(statistics.median(r["p95_ms"] for r in runs), 2),

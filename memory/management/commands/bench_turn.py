@@ -26,9 +26,11 @@ keeping conversations to a realistic length keeps a run of any length measuring 
 the lineage cap (5,000 nodes, overflow denies), which one endless conversation reaches after some
 hundreds of turns.
 
-W unmeasured turns warm the workers first. It prints a p50/p95 table per step and for the whole turn;
-the last line is one JSON object: ``{"turns", "conversations", "p50_ms", "p95_ms", "steps": {step:
-{"p50_ms", "p95_ms"}}}``. The server is stopped whatever happens.
+W unmeasured turns warm the workers first. It prints a p50/p95 table per step and for the whole turn,
+and the CPU time a turn cost gunicorn (arbiter and workers) and the database server (its postmaster and
+backends, when it runs on this machine); the last line is one JSON object: ``{"turns", "conversations",
+"p50_ms", "p95_ms", "steps": {step: {"p50_ms", "p95_ms"}}, "cpu_ms_per_turn": {"server", "database"}}``.
+The server is stopped whatever happens.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation, Message, MessageDirection
 from memory.bench.corpus import settle
-from memory.bench.server import served
+from memory.bench.server import database_server_pid, process_tree_cpu_seconds, served_process
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
 from memory.models import MemoryEntry
@@ -109,7 +111,8 @@ class Command(BaseCommand):
 
         rng = random.Random(spec.seed * 7919 + options["turns"])
         script = Script.load(agent, rng, per_conversation=options["per_conversation"])
-        (timings,) = drive_turns(agent, script, batches=[options["turns"]], warmup=options["warmup"])
+        (batch,) = drive_turns(agent, script, batches=[options["turns"]], warmup=options["warmup"])
+        timings = batch.timings
         figures = turn_figures(timings)
         self.stdout.write(
             f"{len(timings)} turns over {script.conversations} conversations "
@@ -121,19 +124,46 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{step:<12}{percentile(values, 50):>10.2f}{percentile(values, 95):>10.2f}{values[-1]:>10.2f}"
             )
-        self.stdout.write(json.dumps({"turns": len(timings), "conversations": script.conversations, **figures}))
+        database = "not measured (a remote server)" if batch.database_cpu_ms is None else f"{batch.database_cpu_ms} ms"
+        self.stdout.write(f"CPU a turn: gunicorn {batch.server_cpu_ms} ms, database server {database}")
+        result = {"turns": len(timings), "conversations": script.conversations, **figures}
+        result["cpu_ms_per_turn"] = {"server": batch.server_cpu_ms, "database": batch.database_cpu_ms}
+        self.stdout.write(json.dumps(result))
 
 
-def drive_turns(
-    agent: RuntimeAgent, script: Script, *, batches: list[int], warmup: int
-) -> list[list[dict[str, float]]]:
-    """Serve the API and run ``warmup`` unmeasured turns, then each batch of turns; each turn's step times."""
+@dataclass(frozen=True)
+class Batch:
+    """One batch of measured turns: each turn's step times, and the CPU the servers spent per turn."""
+
+    timings: list[dict[str, float]]
+    #: gunicorn's arbiter and workers, in ms per turn.
+    server_cpu_ms: float
+    #: The database server's processes, in ms per turn (None when it runs on another machine).
+    database_cpu_ms: float | None
+
+
+def drive_turns(agent: RuntimeAgent, script: Script, *, batches: list[int], warmup: int) -> list[Batch]:
+    """Serve the API and run ``warmup`` unmeasured turns, then each batch of turns: each turn's step
+    times and the CPU time gunicorn and the database server used over the batch (the client, this
+    process, is not counted)."""
     secret = api_key_create(agent=agent, label="bench_turn").secret
-    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served(Path(folder)) as base_url:
+    database_pid = database_server_pid()
+    measured = []
+    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served_process(Path(folder)) as served:
+        base_url, server_pid = served
         client = Client(base_url, secret)
         for _ in range(warmup):
             script.turn(client)
-        return [[script.turn(client) for _ in range(turns)] for turns in batches]
+        for turns in batches:
+            server_before = process_tree_cpu_seconds(server_pid)
+            database_before = process_tree_cpu_seconds(database_pid) if database_pid else 0.0
+            timings = [script.turn(client) for _ in range(turns)]
+            server_ms = (process_tree_cpu_seconds(server_pid) - server_before) * 1000 / turns
+            database_ms = (
+                (process_tree_cpu_seconds(database_pid) - database_before) * 1000 / turns if database_pid else None
+            )
+            measured.append(Batch(timings, round(server_ms, 1), round(database_ms, 1) if database_ms else None))
+    return measured
 
 
 def turn_figures(timings: list[dict[str, float]]) -> dict[str, Any]:

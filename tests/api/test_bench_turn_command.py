@@ -23,7 +23,11 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
     lines = out.getvalue().strip().splitlines()
     result = json.loads(lines[-1])
     assert result["turns"] == 5
-    assert set(result) == {"turns", "conversations", "p50_ms", "p95_ms", "steps"}
+    assert set(result) == {"turns", "conversations", "p50_ms", "p95_ms", "steps", "cpu_ms_per_turn"}
+    # gunicorn's CPU is always read; the database server's when it runs on this machine (it does here,
+    # unless DATABASE_URL names another host).
+    assert result["cpu_ms_per_turn"]["server"] > 0
+    assert result["cpu_ms_per_turn"]["database"] is None or result["cpu_ms_per_turn"]["database"] > 0
     assert set(result["steps"]) == {"ingest", "turn_start", "round", "ledger", "reply"}
     for step in result["steps"].values():
         assert set(step) == {"p50_ms", "p95_ms"} and 0 < step["p50_ms"] <= step["p95_ms"]

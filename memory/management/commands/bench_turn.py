@@ -158,11 +158,11 @@ def drive_turns(agent: RuntimeAgent, script: Script, *, batches: list[int], warm
             server_before = process_tree_cpu_seconds(server_pid)
             database_before = process_tree_cpu_seconds(database_pid) if database_pid else 0.0
             timings = [script.turn(client) for _ in range(turns)]
-            server_ms = (process_tree_cpu_seconds(server_pid) - server_before) * 1000 / turns
-            database_ms = (
-                (process_tree_cpu_seconds(database_pid) - database_before) * 1000 / turns if database_pid else None
-            )
-            measured.append(Batch(timings, round(server_ms, 1), round(database_ms, 1) if database_ms else None))
+            server_ms = round((process_tree_cpu_seconds(server_pid) - server_before) * 1000 / turns, 1)
+            database_ms = None
+            if database_pid:
+                database_ms = round((process_tree_cpu_seconds(database_pid) - database_before) * 1000 / turns, 1)
+            measured.append(Batch(timings, server_ms, database_ms))
     return measured
 
 

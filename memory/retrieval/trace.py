@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -121,17 +123,22 @@ def record(
 
 def _insert_trace(trace: RecallTrace, items: Sequence[RecallTraceItem], event: RetrievalEvent) -> None:
     """Insert the trace, its items and its event in one statement (one round trip), each row as
-    ``Model.save()`` would write it (the fields' own defaults and conversions); sets ``trace.pk``."""
+    ``Model.save()`` would write it (the fields' own defaults); sets ``trace.pk``.
+
+    The items travel as one JSON document that ``jsonb_to_recordset`` expands into typed rows, so the
+    statement's text is the same for any number of items: the driver binds one value instead of
+    quoting every field of every item, and parses the statement once per process.
+    """
     trace_columns, trace_values, params = _row(trace)
     sql = f"WITH t AS (INSERT INTO {RecallTrace._meta.db_table} ({trace_columns}) VALUES ({trace_values}) RETURNING id)"
     if items:
-        rows = [_row(item, parent="trace") for item in items]
-        item_columns = rows[0][0]
+        fields, item_columns, record = _recordset_shape(RecallTraceItem, "trace")
         sql += (
             f", i AS (INSERT INTO {RecallTraceItem._meta.db_table} (trace_id, {item_columns})"
-            f" SELECT t.id, v.* FROM t, (VALUES {', '.join(f'({values})' for _, values, _ in rows)}) v)"
+            f" SELECT t.id, {item_columns} FROM t, jsonb_to_recordset(%s::jsonb) AS v({record}))"
         )
-        params += [value for _, _, values in rows for value in values]
+        rows = [{f.column: f.pre_save(item, True) for f in fields} for item in items]
+        params.append(json.dumps(rows, cls=DjangoJSONEncoder, allow_nan=False))
     event_columns, event_values, event_params = _row(event, parent="trace")
     sql += (
         f", e AS (INSERT INTO {RetrievalEvent._meta.db_table} (trace_id, {event_columns})"
@@ -156,10 +163,24 @@ def _row(obj: Model, *, parent: str = "") -> tuple[str, str, list[Any]]:
 @functools.cache
 def _insert_shape(model: type[Model], parent: str) -> tuple[tuple[Field[Any, Any], ...], str, str]:
     db = connections[DEFAULT_DB_ALIAS]
-    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key and f.name != parent)
+    fields = _insert_fields(model, parent)
     columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
     placeholders = ", ".join(f"CAST(%s AS {f.db_type(db)})" for f in fields)
     return fields, columns, placeholders
+
+
+@functools.cache
+def _recordset_shape(model: type[Model], parent: str) -> tuple[tuple[Field[Any, Any], ...], str, str]:
+    """The fields, quoted columns and ``jsonb_to_recordset`` column definitions of ``model``'s rows."""
+    db = connections[DEFAULT_DB_ALIAS]
+    fields = _insert_fields(model, parent)
+    columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
+    record = ", ".join(f"{db.ops.quote_name(f.column)} {f.db_type(db)}" for f in fields)
+    return fields, columns, record
+
+
+def _insert_fields(model: type[Model], parent: str) -> tuple[Field[Any, Any], ...]:
+    return tuple(f for f in model._meta.concrete_fields if not f.primary_key and f.name != parent)
 
 
 def _record_miss(*, agent_id: int, subject_id: int) -> None:

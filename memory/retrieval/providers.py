@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import close_old_connections, connection, transaction
 
@@ -27,9 +28,11 @@ log = logging.getLogger(__name__)
 PROVIDER_DEADLINE_S = 3.0
 
 
-@dataclass(frozen=True)
-class ArmHit:
-    """One candidate from one arm: the target row's id (a revision or a message), its rank, a score."""
+class ArmHit(NamedTuple):
+    """One candidate from one arm: the target row's id (a revision or a message), its rank, a score.
+
+    A named tuple: the arms statement returns hundreds a recall, and a tuple is built several times
+    faster than a frozen dataclass."""
 
     arm: str
     target_id: int

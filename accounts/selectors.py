@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, Value
-from django.db.models.functions import Lower, StrIndex
+from accounts.models import Actor, Connector
 
-from accounts.models import Actor
+#: One statement of fixed text: memory recall and history search run it for every call, and the ORM
+#: would spend more than its round trip compiling the equivalent query each time.
+ACTORS_NAMED_IN_SQL = (
+    f"SELECT a.id, a.display_name, a.external_id FROM {Actor._meta.db_table} a"
+    f" JOIN {Connector._meta.db_table} c ON c.id = a.connector_id"
+    " WHERE c.agent_id = %(agent_id)s"
+    " AND (a.display_name <> '' AND strpos(%(text)s, lower(a.display_name)) > 0"
+    " OR a.external_id <> '' AND strpos(%(text)s, lower(a.external_id)) > 0)"
+    " ORDER BY a.id"
+)
 
 
 def actors_named_in(agent_id: int, text: str) -> list[Actor]:
@@ -14,13 +22,6 @@ def actors_named_in(agent_id: int, text: str) -> list[Actor]:
     These are the only candidates :func:`memory.retrieval.query.named_actor_ids` can find (it keeps
     those named as whole words), so memory recall and history search load them rather than every
     person the agent knows: one substring test per actor in the database instead of one loaded row
-    per actor per call.
+    per actor per call. Only ``id``, ``display_name`` and ``external_id`` are loaded.
     """
-    lowered = Value(text.lower())
-    return list(
-        Actor.objects.filter(connector__agent_id=agent_id)
-        .annotate(name_at=StrIndex(lowered, Lower("display_name")), external_at=StrIndex(lowered, Lower("external_id")))
-        .filter(Q(name_at__gt=0) & ~Q(display_name="") | Q(external_at__gt=0) & ~Q(external_id=""))
-        .only("id", "display_name", "external_id")
-        .order_by("pk")
-    )
+    return list(Actor.objects.raw(ACTORS_NAMED_IN_SQL, {"agent_id": agent_id, "text": text.lower()}))

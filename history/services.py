@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
+from config.rows import fetch_one
 from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 from memory.embeddings.index import notify_indexer
@@ -35,10 +36,18 @@ def conversation_upsert(
         raise NotFound("connector not found", code="connector_not_found")
     if audience.kind not in DESTINATION_KINDS:
         raise Unprocessable(f"a conversation cannot have a {audience.kind} audience", code="invalid_audience")
-    conversation, _ = Conversation.objects.select_for_update().get_or_create(
-        connector=connector,
-        external_thread_id=external_thread_id,
-        defaults={"agent": agent, "title": title, "project": project, **_audience_columns(audience)},
+    conversation = (
+        fetch_one(
+            Conversation,
+            "x.connector_id = %s AND x.external_thread_id = %s",
+            [connector.pk, external_thread_id],
+            lock=True,
+        )
+        or Conversation.objects.select_for_update().get_or_create(
+            connector=connector,
+            external_thread_id=external_thread_id,
+            defaults={"agent": agent, "title": title, "project": project, **_audience_columns(audience)},
+        )[0]
     )
     # An empty title or project means "unchanged": connectors do not resend them with every message.
     wanted = {"title": title, "project": project, **_audience_columns(audience)}
@@ -68,6 +77,10 @@ class IngestedMessage:
     created: bool
 
 
+#: A conversation's message by its connector's id (unique per conversation).
+_BY_EXTERNAL_ID = "x.conversation_id = %s AND x.external_id = %s"
+
+
 def message_ingest(
     *,
     conversation: Conversation,
@@ -88,7 +101,7 @@ def message_ingest(
     if not body.strip():
         raise Unprocessable("a message needs a body", code="empty_body")
     if external_id is not None:
-        existing = Message.objects.filter(conversation=conversation, external_id=external_id).first()
+        existing = fetch_one(Message, _BY_EXTERNAL_ID, [conversation.pk, external_id])
         if existing is not None:
             return IngestedMessage(message=existing, created=False)
     try:
@@ -181,17 +194,25 @@ def messages_ingest_batch(*, agent: RuntimeAgent, items: list[IngestItem]) -> li
     def connector_for(item: IngestItem) -> Connector:
         key = (item.connector_type, item.connector_name)
         if key not in connectors:
-            connectors[key], _ = Connector.objects.get_or_create(agent=agent, type=key[0], name=key[1])
+            connectors[key] = (
+                fetch_one(Connector, "x.agent_id = %s AND x.type = %s AND x.name = %s", [agent.pk, *key])
+                or Connector.objects.get_or_create(agent=agent, type=key[0], name=key[1])[0]
+            )
         return connectors[key]
 
     def actor_for(connector: Connector, external_id: str, display_name: str | None) -> Actor:
         key = (connector.pk, external_id)
         actor = actors.get(key)
         if actor is None:
-            actor, _ = Actor.objects.get_or_create(
-                connector=connector,
-                external_id=external_id,
-                defaults={"tenant_id": agent.tenant_id, "display_name": display_name or external_id},
+            actor = (
+                fetch_one(Actor, "x.connector_id = %s AND x.external_id = %s", [connector.pk, external_id])
+                or (
+                    Actor.objects.get_or_create(
+                        connector=connector,
+                        external_id=external_id,
+                        defaults={"tenant_id": agent.tenant_id, "display_name": display_name or external_id},
+                    )[0]
+                )
             )
             actors[key] = actor
         if display_name and actor.display_name != display_name:

@@ -33,9 +33,11 @@ from memory.turns import (
     recall_payload,
     reply_submit,
     round_run,
+    session_of_agent,
     session_open,
     tools_offered,
     turn_ledger,
+    turn_of_agent,
     turn_start,
 )
 
@@ -283,18 +285,14 @@ USER_ERRORS = {**ERRORS, 403: ErrorSerializer}
 
 
 def _session(request: Request, session_id: int) -> Session:
-    session = Session.objects.select_related("conversation").filter(pk=session_id, agent=request_agent(request)).first()
+    session = session_of_agent(request_agent(request), session_id)
     if session is None:
         raise NotFound("session not found", code="not_found")
     return session
 
 
 def _turn(request: Request, turn_id: int) -> Turn:
-    turn = (
-        Turn.objects.select_related("session__conversation", "agent")
-        .filter(pk=turn_id, agent=request_agent(request))
-        .first()
-    )
+    turn = turn_of_agent(request_agent(request), turn_id)
     if turn is None:
         raise NotFound("turn not found", code="not_found")
     return turn

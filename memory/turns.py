@@ -10,6 +10,7 @@ earlier call's write committed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from accounts.models import Actor, RuntimeAgent
 from accounts.selectors import actors_named_in
 from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from config.read_workers import read_workers
+from config.rows import instances, select_list
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
 from history.search import HistoryQuery, search_history
 from history.services import reply_record
@@ -33,8 +35,6 @@ from memory.models import (
     MemoryOperation,
     MemoryRevision,
     RecallMoment,
-    RecallTrace,
-    RecallTraceItem,
     parse_short_id,
     short_id,
 )
@@ -96,16 +96,31 @@ def session_open(
     return session, snapshot
 
 
+@functools.cache
+def _conversation_message_sql() -> str:
+    return (
+        f"SELECT {select_list(Message, 'm')} FROM {Message._meta.db_table} m WHERE m.id = %s AND m.conversation_id = %s"
+    )
+
+
+#: Which of the given ids are the agent's messages.
+AGENT_MESSAGES_SQL = "SELECT id FROM history_message WHERE agent_id = %s AND id = ANY(%s::bigint[])"
+
+
 def turn_start(
     *, session: Session, inbound_message_id: int, loaded_message_ids: Sequence[int] = ()
 ) -> tuple[Turn, RecallResult]:
-    inbound = Message.objects.filter(pk=inbound_message_id, conversation_id=session.conversation_id).first()
+    inbound = next(
+        iter(Message.objects.raw(_conversation_message_sql(), [inbound_message_id, session.conversation_id])), None
+    )
     if inbound is None or inbound.direction != MessageDirection.INBOUND or inbound.actor_id is None:
         raise NotFound("inbound message not found in this session's conversation", code="message_not_found")
     loaded = list(dict.fromkeys(loaded_message_ids))
     if len(loaded) > MAX_LOADED_MESSAGES:
         raise Unprocessable(f"at most {MAX_LOADED_MESSAGES} loaded messages", code="window_too_large")
-    known = set(Message.objects.filter(agent_id=session.agent_id, pk__in=loaded).values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(AGENT_MESSAGES_SQL, [session.agent_id, loaded])
+        known = {message_id for (message_id,) in cursor.fetchall()}
     if missing := [m for m in loaded if m not in known]:
         raise Unprocessable("unknown loaded messages", code="unknown_parent", detail={"message_ids": missing})
     conversation = session.conversation
@@ -123,25 +138,85 @@ def turn_start(
     return turn, result
 
 
+@functools.cache
+def _session_sql() -> str:
+    return (
+        f"SELECT {select_list(Session, 's')}, {select_list(Conversation, 'c')}"
+        f" FROM {Session._meta.db_table} s JOIN {Conversation._meta.db_table} c ON c.id = s.conversation_id"
+        " WHERE s.id = %s AND s.agent_id = %s"
+    )
+
+
+@functools.cache
+def _turn_sql(lock: bool) -> str:
+    return (
+        f"SELECT {select_list(Turn, 't')}, {select_list(Session, 's')}, {select_list(Conversation, 'c')}"
+        f" FROM {Turn._meta.db_table} t JOIN {Session._meta.db_table} s ON s.id = t.session_id"
+        f" JOIN {Conversation._meta.db_table} c ON c.id = s.conversation_id"
+        " WHERE t.id = %s AND t.agent_id = %s" + (" FOR UPDATE OF t, c" if lock else "")
+    )
+
+
+def session_of_agent(agent: RuntimeAgent, session_id: int) -> Session | None:
+    """The agent's session with its conversation, or None (another agent's session is missing)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_session_sql(), [session_id, agent.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    session, conversation = instances((Session, Conversation), row)
+    assert isinstance(session, Session) and isinstance(conversation, Conversation)
+    session.conversation = conversation
+    session.agent = agent
+    return session
+
+
+def turn_of_agent(agent: RuntimeAgent, turn_id: int, *, lock: bool = False) -> Turn | None:
+    """The agent's turn with its session and conversation, or None (another agent's turn is missing).
+
+    ``lock`` takes the row locks of the turn and its conversation (not of the session between them:
+    a turn starting in the same session only needs to reference it).
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_turn_sql(lock), [turn_id, agent.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    turn, session, conversation = instances((Turn, Session, Conversation), row)
+    assert isinstance(turn, Turn) and isinstance(session, Session) and isinstance(conversation, Conversation)
+    session.conversation = conversation
+    session.agent = agent
+    turn.session = session
+    turn.agent = agent
+    return turn
+
+
 def tools_offered(turn: Turn) -> list[str]:
     """The verbs still available: none once the turn has used its last round or is closed."""
     return list(TOOLS) if turn.state == TurnState.OPEN and turn.rounds_used < MAX_ROUNDS else []
 
 
+#: Every revision traced for a turn: its own recalls', and its session's snapshot (or child brief).
+RECALLED_SQL = (
+    "SELECT DISTINCT i.revision_id FROM memory_recalltraceitem i"
+    " JOIN memory_recalltrace t ON t.id = i.trace_id"
+    " WHERE t.turn_id = %(turn_id)s OR (t.session_id = %(session_id)s AND t.moment = ANY(%(moments)s::text[]))"
+    " ORDER BY i.revision_id"
+)
+
+
 def recalled_revision_ids(turn: Turn) -> list[int]:
     """Every revision rendered to the model in this turn: the session snapshot and the turn's recalls."""
-    return list(
-        RecallTraceItem.objects.filter(trace__in=_turn_traces(turn))
-        .order_by("revision_id")
-        .values_list("revision_id", flat=True)
-        .distinct()
-    )
-
-
-def _turn_traces(turn: Turn) -> Any:
-    return RecallTrace.objects.filter(turn=turn) | RecallTrace.objects.filter(
-        session_id=turn.session_id, moment__in=[RecallMoment.SNAPSHOT, RecallMoment.CHILD]
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            RECALLED_SQL,
+            {
+                "turn_id": turn.pk,
+                "session_id": turn.session_id,
+                "moments": [RecallMoment.SNAPSHOT.value, RecallMoment.CHILD.value],
+            },
+        )
+        return [revision_id for (revision_id,) in cursor.fetchall()]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,8 +553,15 @@ def recall_payload(result: RecallResult) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 
 
+@functools.cache
+def _ledger_sql() -> str:
+    table = MemoryOperation._meta.db_table
+    return f"SELECT {select_list(MemoryOperation, 'o')} FROM {table} o WHERE o.turn_id = %s ORDER BY o.id"
+
+
 def turn_ledger(turn: Turn) -> list[MemoryOperation]:
-    return list(MemoryOperation.objects.filter(turn=turn).order_by("id"))
+    """The turn's committed operations in the order they committed."""
+    return list(MemoryOperation.objects.raw(_ledger_sql(), [turn.pk]))
 
 
 @dataclass(frozen=True)
@@ -501,14 +583,7 @@ def reply_submit(*, agent: RuntimeAgent, turn_id: int, body: str, cited_ids: Seq
     claims: list[UnsupportedClaim] = []
     reason = ""
     with transaction.atomic():
-        turn = (
-            # The turn and its conversation, not the session between them (a turn starting in the same
-            # session only needs to reference it).
-            Turn.objects.select_for_update(of=("self", "session__conversation"))
-            .select_related("session__conversation")
-            .filter(pk=turn_id, agent=agent)
-            .first()
-        )
+        turn = turn_of_agent(agent, turn_id, lock=True)
         if turn is None:
             raise NotFound("turn not found", code="not_found")
         if turn.state != TurnState.OPEN:

@@ -48,8 +48,15 @@ def semantic_enabled() -> bool:
     return settings.ENGRAM_SEMANTIC != "off" and vector_extension_installed()
 
 
+#: The newest complete generation. Fixed text: every recall and history search reads it, and the ORM
+#: would spend more than the round trip compiling the equivalent query each time.
+LIVE_GENERATION_SQL = (
+    f"SELECT * FROM {EmbeddingGeneration._meta.db_table} WHERE state = %s ORDER BY completed_at DESC, id DESC LIMIT 1"
+)
+
+
 def live_generation() -> EmbeddingGeneration | None:
-    return EmbeddingGeneration.objects.filter(state=EmbeddingState.COMPLETE).order_by("-completed_at", "-id").first()
+    return next(iter(EmbeddingGeneration.objects.raw(LIVE_GENERATION_SQL, [EmbeddingState.COMPLETE])), None)
 
 
 def ensure_generation() -> EmbeddingGeneration:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db import connection
 from django.utils import timezone
 
 from accounts.models import IdentityLink
@@ -73,14 +73,21 @@ class Perspective:
     linked_readers: tuple[int, ...] = ()
 
 
+#: The agent's unrevoked identity links that name a reader (fixed text: every turn binds a perspective).
+LINKED_READERS_SQL = (
+    f"SELECT actor_a_id, actor_b_id FROM {IdentityLink._meta.db_table}"
+    " WHERE agent_id = %(agent_id)s AND revoked_at IS NULL AND (actor_a_id = %(reader)s OR actor_b_id = %(reader)s)"
+)
+
+
 def linked_readers_for(agent_id: int, destination: Audience) -> tuple[int, ...]:
     """Actors a verified, unrevoked identity link joins to a direct destination's one reader."""
     if not destination.is_direct:
         return ()
     reader = destination.readers[0]
-    links = IdentityLink.objects.filter(
-        Q(actor_a_id=reader) | Q(actor_b_id=reader), agent_id=agent_id, revoked_at__isnull=True
-    ).values_list("actor_a_id", "actor_b_id")
+    with connection.cursor() as cursor:
+        cursor.execute(LINKED_READERS_SQL, {"agent_id": agent_id, "reader": reader})
+        links = cursor.fetchall()
     return tuple(sorted({a if b == reader else b for a, b in links}))
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from django.db import transaction
-from django.db.models import F, Max, Q, Subquery
+from django.db import connection, transaction
+from django.db.models import Max
 
 from accounts.selectors import actors_named_in
 from history.models import Message, Session, SessionKind, Turn
-from memory.models import EntryStatus, MemoryRevision, RecallMoment, RecallTrace, RecallTraceItem, short_id
+from memory.models import EntryStatus, MemoryRevision, RecallMoment, short_id
 from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.candidates import hydrate
 from memory.retrieval.eligibility import (
@@ -113,41 +113,47 @@ def turn_recall(
     )
 
 
+#: The session snapshot's items whose entry has been forgotten or moved to another revision since, with
+#: the entry's state and its current revision's recording time (fixed text, read at every turn start).
+SNAPSHOT_CHANGES_SQL = (
+    "SELECT i.revision_id, e.status, e.forgotten_at, e.current_revision_id, r.recorded_at"
+    " FROM memory_recalltraceitem i JOIN memory_memoryentry e ON e.id = i.entry_id"
+    " LEFT JOIN memory_memoryrevision r ON r.id = e.current_revision_id"
+    " WHERE i.trace_id = (SELECT t.id FROM memory_recalltrace t"
+    " WHERE t.session_id = %(session_id)s AND t.moment = ANY(%(moments)s::text[]) ORDER BY t.id LIMIT 1)"
+    " AND (e.status = %(forgotten)s OR e.current_revision_id IS DISTINCT FROM i.revision_id)"
+    " ORDER BY i.revision_id"
+)
+
+
 def snapshot_corrections(session: Session, perspective: Perspective) -> list[str]:
     """One line per snapshot item amended or forgotten since the snapshot, in revision order.
 
     A successor is named only if this turn may see it; otherwise the line says only that the old
     belief no longer holds.
     """
-    snapshot = (
-        RecallTrace.objects.filter(session=session, moment__in=[RecallMoment.SNAPSHOT, RecallMoment.CHILD])
-        .order_by("id")
-        .values("id")[:1]
-    )
-    changed = list(
-        RecallTraceItem.objects.filter(trace=Subquery(snapshot))
-        .filter(Q(entry__status=EntryStatus.FORGOTTEN) | ~Q(entry__current_revision_id=F("revision_id")))
-        .select_related("entry__current_revision")
-        .order_by("revision_id")
-    )
-    successors = [
-        item.entry.current_revision_id
-        for item in changed
-        if item.entry.status == EntryStatus.LIVE and item.entry.current_revision_id is not None
-    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SNAPSHOT_CHANGES_SQL,
+            {
+                "session_id": session.pk,
+                "moments": [RecallMoment.SNAPSHOT.value, RecallMoment.CHILD.value],
+                "forgotten": EntryStatus.FORGOTTEN.value,
+            },
+        )
+        changed = cursor.fetchall()
+    successors = [current for _, status, _, current, _ in changed if status == EntryStatus.LIVE and current is not None]
     visible = hydrate(EligibleRevisions(perspective), successors)
     lines = []
-    for item in changed:
-        old = f"[{short_id(item.revision_id)}]"
-        entry = item.entry
-        if entry.status == EntryStatus.FORGOTTEN and entry.forgotten_at is not None:
-            lines.append(f"correction: {old} no longer holds as of {_iso(entry.forgotten_at)}; forgotten.")
+    for revision_id, status, forgotten_at, current, recorded_at in changed:
+        old = f"[{short_id(revision_id)}]"
+        if status == EntryStatus.FORGOTTEN and forgotten_at is not None:
+            lines.append(f"correction: {old} no longer holds as of {_iso(forgotten_at)}; forgotten.")
             continue
-        successor = entry.current_revision
-        if successor is None:
+        if current is None:
             continue
-        named = f" by [{short_id(successor.pk)}]" if successor.pk in visible else ""
-        lines.append(f"correction: {old} no longer holds as of {_iso(successor.recorded_at)}; superseded{named}.")
+        named = f" by [{short_id(current)}]" if current in visible else ""
+        lines.append(f"correction: {old} no longer holds as of {_iso(recorded_at)}; superseded{named}.")
     return lines
 
 

@@ -51,16 +51,20 @@ def free_port() -> int:
 
 
 def process_tree_cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` and its live descendants (gunicorn's arbiter and
-    workers, or PostgreSQL's postmaster and backends)."""
+    """User plus system CPU seconds of process ``pid`` and all its descendants, ended ones included
+    (gunicorn's arbiter and workers, or PostgreSQL's postmaster, backends and autovacuum workers).
+
+    A descendant that has ended and been reaped is counted in its parent's ``children_*`` times, so
+    the figure only grows: a backend that exits between two readings keeps its CPU in the total,
+    instead of taking it out with it (which made a database's per-turn figure swing between runs)."""
     root = psutil.Process(pid)
     total = 0.0
     for process in [root, *root.children(recursive=True)]:
         try:
             times = process.cpu_times()
         except psutil.NoSuchProcess:
-            continue  # ended between the listing and the reading
-        total += times.user + times.system
+            continue  # ended between the listing and the reading: counted in its parent's once reaped
+        total += times.user + times.system + times.children_user + times.children_system
     return total
 
 

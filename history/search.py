@@ -35,13 +35,13 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models import Actor, IdentityLink, actor_label
+from accounts.models import Actor, actor_label
 from accounts.selectors import actors_named_in
 from config.audit import audit_digest, read_audit_transaction
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
 from memory.embeddings.search import semantic_providers
-from memory.retrieval.eligibility import EligibleMessages, Perspective
+from memory.retrieval.eligibility import EligibleMessages, Perspective, linked_actors
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import FUNCTION_WORDS, WORD, content_terms, named_actor_ids
 
@@ -361,11 +361,7 @@ def _requester_identities(perspective: Perspective) -> set[int]:
     """The requester and every actor a verified, unrevoked identity link joins them to."""
     if perspective.requester_id is None:
         return set()
-    me = perspective.requester_id
-    links = IdentityLink.objects.filter(
-        Q(actor_a_id=me) | Q(actor_b_id=me), agent_id=perspective.agent_id, revoked_at__isnull=True
-    ).values_list("actor_a_id", "actor_b_id")
-    return {me, *(a if b == me else b for a, b in links)}
+    return {perspective.requester_id, *linked_actors(perspective.agent_id, perspective.requester_id)}
 
 
 def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_ids: set[int]) -> Filters | None:

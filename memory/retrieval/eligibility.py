@@ -84,7 +84,11 @@ def linked_readers_for(agent_id: int, destination: Audience) -> tuple[int, ...]:
     """Actors a verified, unrevoked identity link joins to a direct destination's one reader."""
     if not destination.is_direct:
         return ()
-    reader = destination.readers[0]
+    return linked_actors(agent_id, destination.readers[0])
+
+
+def linked_actors(agent_id: int, reader: int) -> tuple[int, ...]:
+    """Actors a verified, unrevoked identity link of the agent's joins to ``reader``."""
     with connection.cursor() as cursor:
         cursor.execute(LINKED_READERS_SQL, {"agent_id": agent_id, "reader": reader})
         links = cursor.fetchall()

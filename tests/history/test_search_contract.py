@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from accounts.models import Actor, Connector, RuntimeAgent
+from accounts.models import Actor, Connector, IdentityLink, RuntimeAgent
 from history.models import (
     Conversation,
     ConversationSearchEvent,
@@ -276,3 +277,27 @@ def test_two_actors_with_the_same_display_name_stay_distinct_through_stable_ids(
     assert found(only_a) == [by_a.pk]
     assert {hit.message.actor for hit in both.hits} == {"Sam (id U901)", "Sam (id U902)"}
     assert nobody.hits == [] and nobody.message_ids == []  # an unresolvable actor narrows to nothing
+
+
+def test_the_requester_filter_takes_in_linked_identities_until_the_link_is_revoked(
+    room: Room,
+) -> None:
+    email = ConnectorFactory.create(agent=room.agent, type="email", name="acme.com")
+    alice_mail = ActorFactory.create(connector=email, display_name="Alice", external_id="alice@acme.com")
+    by_slack = room.say(room.general, room.alice, "The deploy freeze starts on Monday.")
+    room.say(room.general, room.bob, "The deploy freeze ends on Friday.")
+    first, second = sorted([room.alice, alice_mail], key=lambda a: a.pk)
+    link = IdentityLink.objects.create(
+        agent=room.agent,
+        actor_a=first,
+        actor_b=second,
+        proof="confirmed from both accounts",
+        verified_at=timezone.now(),
+    )
+    # Alice's mail identity asks in the shared channel for what she said herself.
+    linked = room.search(room.general, alice_mail, "deploy freeze", actor="requester")
+    assert found(linked) == [by_slack.pk]  # Bob said the other one
+
+    link.revoked_at = timezone.now()
+    link.save(update_fields=["revoked_at"])
+    assert found(room.search(room.general, alice_mail, "deploy freeze", actor="requester")) == []

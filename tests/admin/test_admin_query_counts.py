@@ -29,6 +29,9 @@ from memory.models import MemoryEntry, MemoryRevision, RevisionConflict, Sharing
 from tests.admin.test_admin_pages import ALL_MODELS, APPS, GLOBAL, World, build_world, change_url, changelist_url
 
 REVISIONS = 100_000
+#: The module's first test builds the 100,000-revision corpus in its setup; after the admin tests before
+#: it, that load has taken over 300 s (the suite's per-test limit) on a slow 2-core machine.
+pytestmark = pytest.mark.timeout(900)
 #: Queries of any changelist: session, user, permissions, the filters' choices, one count, one page.
 CHANGELIST_MAX = 10
 #: Queries of any change page; the entry page loads its history, evidence, sharing, ledger and traces

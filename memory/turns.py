@@ -24,7 +24,7 @@ from accounts.models import Actor, RuntimeAgent
 from accounts.selectors import actors_named_in
 from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from config.read_workers import read_workers
-from config.rows import instances, select_list
+from config.rows import fetch_one, instances, select_list
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
 from history.search import HistoryQuery, search_history
 from history.services import reply_record
@@ -96,13 +96,6 @@ def session_open(
     return session, snapshot
 
 
-@functools.cache
-def _conversation_message_sql() -> str:
-    return (
-        f"SELECT {select_list(Message, 'm')} FROM {Message._meta.db_table} m WHERE m.id = %s AND m.conversation_id = %s"
-    )
-
-
 #: Which of the given ids are the agent's messages.
 AGENT_MESSAGES_SQL = "SELECT id FROM history_message WHERE agent_id = %s AND id = ANY(%s::bigint[])"
 
@@ -110,9 +103,7 @@ AGENT_MESSAGES_SQL = "SELECT id FROM history_message WHERE agent_id = %s AND id 
 def turn_start(
     *, session: Session, inbound_message_id: int, loaded_message_ids: Sequence[int] = ()
 ) -> tuple[Turn, RecallResult]:
-    inbound = next(
-        iter(Message.objects.raw(_conversation_message_sql(), [inbound_message_id, session.conversation_id])), None
-    )
+    inbound = fetch_one(Message, "x.id = %s AND x.conversation_id = %s", [inbound_message_id, session.conversation_id])
     if inbound is None or inbound.direction != MessageDirection.INBOUND or inbound.actor_id is None:
         raise NotFound("inbound message not found in this session's conversation", code="message_not_found")
     loaded = list(dict.fromkeys(loaded_message_ids))

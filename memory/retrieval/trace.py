@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -132,12 +133,12 @@ def _insert_trace(trace: RecallTrace, items: Sequence[RecallTraceItem], event: R
     trace_columns, trace_values, params = _row(trace)
     sql = f"WITH t AS (INSERT INTO {RecallTrace._meta.db_table} ({trace_columns}) VALUES ({trace_values}) RETURNING id)"
     if items:
-        fields, item_columns, record = _recordset_shape(RecallTraceItem, "trace")
+        shape = _shape(RecallTraceItem, "trace")
         sql += (
-            f", i AS (INSERT INTO {RecallTraceItem._meta.db_table} (trace_id, {item_columns})"
-            f" SELECT t.id, {item_columns} FROM t, jsonb_to_recordset(%s::jsonb) AS v({record}))"
+            f", i AS (INSERT INTO {RecallTraceItem._meta.db_table} (trace_id, {shape.columns})"
+            f" SELECT t.id, {shape.columns} FROM t, jsonb_to_recordset(%s::jsonb) AS v({shape.record}))"
         )
-        rows = [{f.column: f.pre_save(item, True) for f in fields} for item in items]
+        rows = [{f.column: f.pre_save(item, True) for f in shape.fields} for item in items]
         params.append(json.dumps(rows, cls=DjangoJSONEncoder, allow_nan=False))
     event_columns, event_values, event_params = _row(event, parent="trace")
     sql += (
@@ -155,32 +156,35 @@ def _insert_trace(trace: RecallTrace, items: Sequence[RecallTraceItem], event: R
 def _row(obj: Model, *, parent: str = "") -> tuple[str, str, list[Any]]:
     """Columns, typed placeholders and values of an unsaved row, leaving out its primary key and the
     ``parent`` foreign key (filled from the statement's own insert)."""
-    fields, columns, placeholders = _insert_shape(type(obj), parent)
+    shape = _shape(type(obj), parent)
     db = connections[DEFAULT_DB_ALIAS]
-    return columns, placeholders, [f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields]
+    return shape.columns, shape.placeholders, [f.get_db_prep_save(f.pre_save(obj, True), db) for f in shape.fields]
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The columns ``model``'s rows are inserted with (all but its primary key and ``parent``)."""
+
+    fields: tuple[Field[Any, Any], ...]
+    #: Quoted column names, comma-separated.
+    columns: str
+    #: One typed placeholder per column, for a ``VALUES`` row.
+    placeholders: str
+    #: One typed column definition per column, for ``jsonb_to_recordset``.
+    record: str
 
 
 @functools.cache
-def _insert_shape(model: type[Model], parent: str) -> tuple[tuple[Field[Any, Any], ...], str, str]:
+def _shape(model: type[Model], parent: str) -> _Shape:
     db = connections[DEFAULT_DB_ALIAS]
-    fields = _insert_fields(model, parent)
-    columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
-    placeholders = ", ".join(f"CAST(%s AS {f.db_type(db)})" for f in fields)
-    return fields, columns, placeholders
-
-
-@functools.cache
-def _recordset_shape(model: type[Model], parent: str) -> tuple[tuple[Field[Any, Any], ...], str, str]:
-    """The fields, quoted columns and ``jsonb_to_recordset`` column definitions of ``model``'s rows."""
-    db = connections[DEFAULT_DB_ALIAS]
-    fields = _insert_fields(model, parent)
-    columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
-    record = ", ".join(f"{db.ops.quote_name(f.column)} {f.db_type(db)}" for f in fields)
-    return fields, columns, record
-
-
-def _insert_fields(model: type[Model], parent: str) -> tuple[Field[Any, Any], ...]:
-    return tuple(f for f in model._meta.concrete_fields if not f.primary_key and f.name != parent)
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key and f.name != parent)
+    quoted = [(db.ops.quote_name(f.column), f.db_type(db)) for f in fields]
+    return _Shape(
+        fields=fields,
+        columns=", ".join(column for column, _ in quoted),
+        placeholders=", ".join(f"CAST(%s AS {kind})" for _, kind in quoted),
+        record=", ".join(f"{column} {kind}" for column, kind in quoted),
+    )
 
 
 def _record_miss(*, agent_id: int, subject_id: int) -> None:

@@ -57,6 +57,21 @@ def fetch_one(model: type[M], where: str, params: Sequence[Any], *, lock: bool =
     return instance
 
 
+def fetch_all(model: type[M], sql: str, params: Sequence[Any] | dict[str, Any]) -> list[M]:
+    """Instances of ``model`` from ``sql``, a constant of the caller's selecting ``select_list(model, …)``.
+
+    The ORM's ``raw()`` does the same but works out its columns and converters again on every call."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found = []
+    for row in rows:
+        (instance,) = instances((model,), row)
+        assert isinstance(instance, model)
+        found.append(instance)
+    return found
+
+
 def instances(models: Sequence[type[Model]], row: Sequence[Any]) -> list[Model]:
     """One instance per model from ``row``, which holds each model's :func:`select_list` in turn."""
     db = connections[DEFAULT_DB_ALIAS]

@@ -24,7 +24,7 @@ from accounts.models import Actor, RuntimeAgent
 from accounts.selectors import actors_named_in
 from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from config.read_workers import read_workers
-from config.rows import fetch_one, instances, select_list
+from config.rows import fetch_all, fetch_one, instances, select_list
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
 from history.search import HistoryQuery, search_history
 from history.services import reply_record
@@ -552,7 +552,7 @@ def _ledger_sql() -> str:
 
 def turn_ledger(turn: Turn) -> list[MemoryOperation]:
     """The turn's committed operations in the order they committed."""
-    return list(MemoryOperation.objects.raw(_ledger_sql(), [turn.pk]))
+    return fetch_all(MemoryOperation, _ledger_sql(), [turn.pk])
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from config.rows import fetch_all, select_list
 from history.models import Message
 from memory.embeddings.model import embedding_model
 from memory.models import (
@@ -51,12 +52,13 @@ def semantic_enabled() -> bool:
 #: The newest complete generation. Fixed text: every recall and history search reads it, and the ORM
 #: would spend more than the round trip compiling the equivalent query each time.
 LIVE_GENERATION_SQL = (
-    f"SELECT * FROM {EmbeddingGeneration._meta.db_table} WHERE state = %s ORDER BY completed_at DESC, id DESC LIMIT 1"
+    f"SELECT {select_list(EmbeddingGeneration, 'g')} FROM {EmbeddingGeneration._meta.db_table} g"
+    " WHERE g.state = %s ORDER BY g.completed_at DESC, g.id DESC LIMIT 1"
 )
 
 
 def live_generation() -> EmbeddingGeneration | None:
-    return next(iter(EmbeddingGeneration.objects.raw(LIVE_GENERATION_SQL, [EmbeddingState.COMPLETE])), None)
+    return next(iter(fetch_all(EmbeddingGeneration, LIVE_GENERATION_SQL, [EmbeddingState.COMPLETE])), None)
 
 
 def ensure_generation() -> EmbeddingGeneration:

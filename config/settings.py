@@ -9,8 +9,6 @@ from pathlib import Path
 
 import dj_database_url
 
-from config import db as engram_db
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ENGRAM_VAR_DIR", BASE_DIR / "var"))
 
@@ -90,7 +88,7 @@ else:
         socket_dir = embedded_postgres.ensure_running(EMBEDDED_POSTGRES_DIR, database_name)
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.postgresql",
+            "ENGINE": "config.database",
             "NAME": database_name,
             "USER": "postgres",
             "HOST": socket_dir,
@@ -104,8 +102,9 @@ else:
 # at PostgreSQL's default of 4 (spinning disks) the planner joins a few thousand full-text matches to
 # their messages by scanning the whole primary key (42 ms) instead of probing it (5 ms).
 DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off -c random_page_cost=1.1"
-# Timestamps are read by psycopg's compiled loader rather than Django's Python one (config/db.py).
-DATABASES["default"]["OPTIONS"]["cursor_factory"] = engram_db.Cursor
+# Django's PostgreSQL backend, reading timestamps with psycopg's compiled loader (config/database);
+# DATABASE_URL's scheme names Django's own.
+DATABASES["default"]["ENGINE"] = "config.database"
 # Separate test databases let several test runs share one server.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
 # A persistent connection outlives a database restart: check it before each request's first query, so

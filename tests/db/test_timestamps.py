@@ -1,4 +1,4 @@
-"""Timestamps read back exactly as written, aware in UTC, through the ORM and raw cursors alike."""
+"""Timestamps read back exactly as written, aware in UTC, through the ORM, raw and server-side cursors alike."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from psycopg.postgres import types
 from psycopg.pq import Format
 
 from accounts.models import Tenant
-from config.db import COMPILED_TIMESTAMPTZ_LOADER
+from config.database.base import COMPILED_TIMESTAMPTZ_LOADER
 
 pytestmark = pytest.mark.django_db
 
@@ -32,5 +32,12 @@ def test_raw_cursors_read_timestamptz_with_psycopgs_loader_in_utc() -> None:
 def test_model_timestamps_round_trip_through_the_orm() -> None:
     tenant = Tenant.objects.create(slug="tz", name="Time zones")
     stored = Tenant.objects.values_list("created_at", flat=True).get(pk=tenant.pk)
+    assert stored == tenant.created_at
+    assert stored.tzinfo is UTC
+
+
+def test_server_side_cursors_read_timestamps_in_utc_too() -> None:
+    tenant = Tenant.objects.create(slug="tz-chunked", name="Read in chunks")
+    (stored,) = Tenant.objects.filter(pk=tenant.pk).values_list("created_at", flat=True).iterator(chunk_size=10)
     assert stored == tenant.created_at
     assert stored.tzinfo is UTC

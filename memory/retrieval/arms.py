@@ -170,7 +170,7 @@ def sql_arms(
             " AS p(arm, revision_id, rank, score) JOIN el ON el.revision_id = p.revision_id"
         )
     withheld = "0"
-    if not query.empty:
+    if not query.empty and eligible.may_withhold_unknown():
         withheld = (
             f"(SELECT count(*) FROM ({eligible.withheld_unknown_sql()}) wu"
             " JOIN memory_revisionsearchdocument d ON d.revision_id = wu.revision_id"

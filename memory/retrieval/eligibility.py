@@ -135,6 +135,12 @@ def destination_params(perspective: Perspective) -> dict[str, Any]:
     }
 
 
+#: Whether an agent has any revision of unknown provenance (fixed text; a partial index answers it).
+UNKNOWN_PROVENANCE_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM memory_memoryrevision WHERE agent_id = %s AND audience_kind = 'unknown')"
+)
+
+
 @dataclass(frozen=True)
 class EligibleRevisions:
     """The eligible base set for one perspective, as an SQL subquery with named parameters.
@@ -170,6 +176,16 @@ class EligibleRevisions:
     def withheld_unknown_sql(self) -> str:
         """Rows passing every rule but the audience one because their provenance is unknown. Count only."""
         return self._select("r.audience_kind = 'unknown'")
+
+    def may_withhold_unknown(self) -> bool:
+        """False when the agent has no revision of unknown provenance, so :meth:`withheld_unknown_sql`
+        can only count zero and need not be planned (one eligibility subquery fewer: about 2 ms of
+        planning a recall). A revision of unknown provenance written after this call and before the
+        count's statement goes uncounted, as if the recall had come first."""
+        with connection.cursor() as cursor:
+            cursor.execute(UNKNOWN_PROVENANCE_SQL, [self.perspective.agent_id])
+            row = cursor.fetchone()
+        return bool(row and row[0])
 
     def _select(self, disclosure: str) -> str:
         return f"SELECT {ELIGIBLE_COLUMNS} FROM {self._current_revisions()} WHERE {self._common()} AND {disclosure}"

@@ -93,6 +93,10 @@ def test_a_verified_identity_link_lets_a_persons_dm_evidence_follow_them_to_thei
 
 
 def test_unknown_provenance_is_withheld_and_counted_never_returned(ws: Workspace) -> None:
+    ws.remember("The vault is on the third floor.", said_in=ws.general, by=ws.bob)
+    before = ws.ask(ws.general, ws.alice, "Who keeps the vault combination?")
+    assert before.withheld_unknown == 0
+
     unknown = ws.remember(
         "The vault combination is kept by facilities.", said_in=ws.general, by=ws.bob, authenticated=False
     )

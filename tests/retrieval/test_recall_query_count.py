@@ -18,11 +18,12 @@ from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public
 
 pytestmark = pytest.mark.django_db
 
-#: The statements of one lexical recall: the arms with the hydration of their hits (1), actor labels
-#: (1), and the trace write inside its own savepoint (savepoint, one insert of the trace with its items
-#: and retrieval event, release: 3). Where pgvector exists, one more: the semantic arm's
-#: live-generation lookup (none exists here).
-LEXICAL_RECALL_QUERIES = 5
+#: The statements of one lexical recall: whether the agent has revisions of unknown provenance to
+#: count (1), the arms with the hydration of their hits (1), actor labels (1), and the trace write
+#: inside its own savepoint (savepoint, one insert of the trace with its items and retrieval event,
+#: release: 3). Where pgvector exists, one more: the semantic arm's live-generation lookup (none
+#: exists here).
+LEXICAL_RECALL_QUERIES = 6
 
 PLACES = (
     "Lisbon",
@@ -42,9 +43,10 @@ DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 
 
 def test_recall_query_count_does_not_grow_with_the_items_returned() -> None:
-    """A recall returning 3 items and one returning 12 run the same 5 statements (6 with pgvector:
-    the generation lookup): the arms with their hydration, one batched label lookup and the trace
-    write (savepoint, one insert of the trace, its items and its event, release). Subjects and
+    """A recall returning 3 items and one returning 12 run the same 6 statements (7 with pgvector:
+    the generation lookup): the unknown-provenance check, the arms with their hydration, one
+    batched label lookup and the trace write (savepoint, one insert of the trace, its items and its
+    event, release). Subjects and
     sources differ per item, so any per-item label, evidence or trace query would show up as a
     difference."""
     agent = AgentFactory.create()

@@ -105,30 +105,35 @@ def sql_arms(
             " WHERE EXISTS (SELECT 1 FROM el WHERE el.revision_id = m.revision_id)"
             " ORDER BY m.score DESC, m.revision_id LIMIT %(q_cap)s) lexical"
         )
+    # Arms that draw from the eligible set by a filter of their own: (name, filter, ranked columns,
+    # order). They read one materialized pool of the rows any of them wants, so the statement holds
+    # one copy of the eligibility rules for all of them (each copy costs milliseconds of planning),
+    # and the pool is fetched through whichever indexes the filters allow.
+    drawn: list[tuple[str, str, str, str]] = []
     # For a non-empty query, subject and conversation only boost (they are features computed at
     # hydration): as candidate sources they would add items that can never pass the relevance rule.
     boosts = query.empty or boosts_as_arms
     if query.subject_ids and boosts:
-        branches.append(
-            "SELECT 'subject', revision_id, rank, 1.0 FROM ("
-            " SELECT el.revision_id, row_number() OVER (ORDER BY (el.subject_id = %(q_requester)s) DESC,"
-            " el.salience DESC, el.recorded_at DESC, el.revision_id) AS rank"
-            " FROM el WHERE el.subject_id = ANY(%(q_subjects)s::bigint[]) ORDER BY rank LIMIT %(q_cap)s) subject"
+        drawn.append(
+            (
+                "subject",
+                "el.subject_id = ANY(%(q_subjects)s::bigint[])",
+                "1.0",
+                "(el.subject_id = %(q_requester)s) DESC, el.salience DESC, el.recorded_at DESC, el.revision_id",
+            )
         )
     if eligible.perspective.conversation_id is not None and boosts:
-        branches.append(
-            "SELECT 'conversation', revision_id, rank, 1.0 FROM ("
-            " SELECT el.revision_id, row_number() OVER (ORDER BY el.recorded_at DESC, el.revision_id) AS rank"
-            " FROM el WHERE el.restricted_to_conversation_id = %(el_conversation)s OR EXISTS ("
-            "  SELECT 1 FROM memory_memoryevidence ev JOIN history_message m ON m.id = ev.message_id"
-            "  WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)"
-            " ORDER BY rank LIMIT %(q_cap)s) conversation"
+        drawn.append(
+            (
+                "conversation",
+                "el.restricted_to_conversation_id = %(el_conversation)s OR EXISTS ("
+                " SELECT 1 FROM memory_memoryevidence ev JOIN history_message m ON m.id = ev.message_id"
+                " WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)",
+                "1.0",
+                "el.recorded_at DESC, el.revision_id",
+            )
         )
-    branches.append(
-        "SELECT 'always_on', revision_id, rank, 1.0 FROM ("
-        " SELECT el.revision_id, row_number() OVER (ORDER BY el.salience DESC, el.revision_id) AS rank"
-        " FROM el WHERE el.always_on ORDER BY rank LIMIT %(q_cap)s) always_on"
-    )
+    drawn.append(("always_on", "el.always_on", "1.0", "el.salience DESC, el.revision_id"))
     if query.subject_ids and (query.anchor_types or query.owned_resources):
         ownership = (
             f"(el.belief_type IN ('user_model_attr', 'resource', 'project_fact') AND el.body ~* '{OWNERSHIP_PATTERN}'"
@@ -136,26 +141,25 @@ def sql_arms(
             if query.owned_resources
             else "FALSE"
         )
-        branches.append(
-            "SELECT 'anchor', revision_id, rank, score FROM ("
-            f" SELECT el.revision_id, CASE WHEN {ownership} THEN {OWNERSHIP_ANCHOR} ELSE {TYPE_ANCHOR} END AS score,"
-            f" row_number() OVER (ORDER BY ({ownership}) DESC, el.salience DESC, el.revision_id) AS rank"
-            " FROM el WHERE el.subject_id = %(q_requester)s"
-            f" AND (el.belief_type = ANY(%(q_types)s::text[]) OR {ownership})"
-            " ORDER BY rank LIMIT %(q_cap)s) anchor"
+        drawn.append(
+            (
+                "anchor",
+                f"el.subject_id = %(q_requester)s AND (el.belief_type = ANY(%(q_types)s::text[]) OR {ownership})",
+                f"CASE WHEN {ownership} THEN {OWNERSHIP_ANCHOR} ELSE {TYPE_ANCHOR} END",
+                f"({ownership}) DESC, el.salience DESC, el.revision_id",
+            )
         )
     if query.empty:
-        branches.append(
-            "SELECT 'recency', revision_id, rank, 1.0 FROM ("
-            " SELECT el.revision_id, row_number() OVER (ORDER BY el.recorded_at DESC, el.revision_id DESC) AS rank"
-            " FROM el ORDER BY rank LIMIT %(q_cap)s) recency"
-        )
+        drawn.append(("recency", "TRUE", "1.0", "el.recorded_at DESC, el.revision_id DESC"))
     if delta_after is not None:
+        drawn.append(("delta", "el.revision_id > %(q_delta_after)s", "1.0", "el.revision_id DESC"))
+    for name, where, score, order in drawn:
         branches.append(
-            "SELECT 'delta', revision_id, rank, 1.0 FROM ("
-            " SELECT el.revision_id, row_number() OVER (ORDER BY el.revision_id DESC) AS rank"
-            " FROM el WHERE el.revision_id > %(q_delta_after)s ORDER BY rank LIMIT %(q_cap)s) delta"
+            f"SELECT '{name}', revision_id, rank, score FROM ("
+            f" SELECT el.revision_id, {score}::float8 AS score, row_number() OVER (ORDER BY {order}) AS rank"
+            f" FROM drawn el WHERE {where} ORDER BY rank LIMIT %(q_cap)s) {name}"
         )
+    drawn_rows = " OR ".join(f"({where})" for _, where, _, _ in drawn)
     if provided:
         # Revalidation: a provider's id counts only if the eligible set admits it, now, in this snapshot.
         params.update(
@@ -182,7 +186,8 @@ def sql_arms(
     # row is read by id without applying eligibility twice, driven from the hits (however few the
     # planner expects there to be). A statement with no hits returns one row carrying the withheld count.
     sql = (
-        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), hits(arm, revision_id, rank, score) AS ({union}), "
+        f"WITH el AS NOT MATERIALIZED ({eligible.sql()}), drawn AS MATERIALIZED (SELECT * FROM el WHERE {drawn_rows}), "
+        f"hits(arm, revision_id, rank, score) AS ({union}), "
         "by_revision AS (SELECT revision_id, array_agg(arm) AS arms, array_agg(rank) AS ranks,"
         " array_agg(score) AS scores FROM hits GROUP BY revision_id), "
         f"hydrated AS (SELECT h.arms, h.ranks, h.scores, {HYDRATED_COLUMNS}"

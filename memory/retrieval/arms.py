@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from django.db import connection
 
 from history.models import agent_terms_match
-from memory.retrieval.candidates import HYDRATED_COLUMNS, Candidate, candidate_reader
+from memory.retrieval.candidates import EVIDENCE_SUMMARY, HYDRATED_COLUMNS, Candidate, candidate_reader
 from memory.retrieval.eligibility import ELIGIBLE_ROWS, EligibleRevisions
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
@@ -191,7 +191,7 @@ def sql_arms(
         "by_revision AS (SELECT revision_id, array_agg(arm) AS arms, array_agg(rank) AS ranks,"
         " array_agg(score) AS scores FROM hits GROUP BY revision_id), "
         f"hydrated AS (SELECT h.arms, h.ranks, h.scores, {HYDRATED_COLUMNS}"
-        f" FROM by_revision h JOIN ({ELIGIBLE_ROWS}) el ON el.revision_id = h.revision_id) "
+        f" FROM by_revision h JOIN ({ELIGIBLE_ROWS}) el ON el.revision_id = h.revision_id {EVIDENCE_SUMMARY}) "
         "SELECT w.withheld, hydrated.* "
         f"FROM (SELECT {withheld} AS withheld) w LEFT JOIN hydrated ON TRUE"
     )

@@ -92,28 +92,35 @@ class Candidate:
         return (-round(self.score, 9), self.revision_id)
 
 
-#: The attributes of one eligible revision (``el`` in scope), read from the canonical rows after
-#: authorization. Shared by :func:`hydrate` and the arms statement, which hydrates its own hits.
+#: The attributes of one eligible revision (``el`` in scope, joined to :data:`EVIDENCE_SUMMARY`), read
+#: from the canonical rows after authorization. Shared by :func:`hydrate` and the arms statement,
+#: which hydrates its own hits.
 HYDRATED_COLUMNS = """
        el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source_actor_id, el.belief_type,
        el.portability, el.origin_scope, el.confidence, el.authority, el.salience, el.always_on, el.lifecycle,
        el.valid_from, el.valid_to, el.recorded_at, el.restricted_to_conversation_id, el.supersedes_id,
-       el.utility, el.last_used_at, el.flagged_for_review,
-       (SELECT count(*) FROM memory_memoryevidence ev WHERE ev.revision_id = el.revision_id) AS evidence_count,
-       (SELECT min(ev.message_id) FROM memory_memoryevidence ev
-         WHERE ev.revision_id = el.revision_id AND ev.kind = 'source_message') AS source_message_id,
-       (el.restricted_to_conversation_id IS NOT DISTINCT FROM %(el_conversation)s OR EXISTS (
-           SELECT 1 FROM memory_memoryevidence ev JOIN history_message m ON m.id = ev.message_id
-           WHERE ev.revision_id = el.revision_id AND m.conversation_id = %(el_conversation)s)) AS in_conversation,
+       el.utility, el.last_used_at, el.flagged_for_review, evs.evidence_count, evs.source_message_id,
+       (el.restricted_to_conversation_id IS NOT DISTINCT FROM %(el_conversation)s OR evs.in_conversation)
+         AS in_conversation,
        ARRAY(SELECT CASE WHEN rc.revision_a_id = el.revision_id THEN rc.revision_b_id ELSE rc.revision_a_id END
              FROM memory_revisionconflict rc
              WHERE rc.agent_id = %(el_agent)s AND rc.resolved_at IS NULL
                AND (rc.revision_a_id = el.revision_id OR rc.revision_b_id = el.revision_id)) AS conflict_partners"""
 
+#: A revision's evidence in one pass (``evs``): how much there is, its first source message, and
+#: whether any of it was said in the conversation being answered. Follows the ``el`` it summarizes.
+EVIDENCE_SUMMARY = """
+CROSS JOIN LATERAL (
+    SELECT count(*) AS evidence_count,
+           min(ev.message_id) FILTER (WHERE ev.kind = 'source_message') AS source_message_id,
+           coalesce(bool_or(m.conversation_id = %(el_conversation)s), false) AS in_conversation
+    FROM memory_memoryevidence ev LEFT JOIN history_message m ON m.id = ev.message_id
+    WHERE ev.revision_id = el.revision_id) evs"""
+
 _HYDRATE = f"""
 WITH el AS NOT MATERIALIZED ({{eligible}})
 SELECT {HYDRATED_COLUMNS}
-FROM el
+FROM el {EVIDENCE_SUMMARY}
 WHERE el.revision_id = ANY(%(candidate_ids)s::bigint[])
 """
 

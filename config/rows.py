@@ -47,14 +47,8 @@ def fetch_one(model: type[M], where: str, params: Sequence[Any], *, lock: bool =
 
     ``where`` is a constant of the caller's, so the statement's text is the same on every call."""
     sql = f"SELECT {select_list(model, 'x')} FROM {model._meta.db_table} x WHERE {where}"
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(sql + (" FOR UPDATE" if lock else ""), params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    (instance,) = instances((model,), row)
-    assert isinstance(instance, model)
-    return instance
+    found = fetch_all(model, sql + (" FOR UPDATE" if lock else ""), params)
+    return found[0] if found else None
 
 
 def fetch_all(model: type[M], sql: str, params: Sequence[Any] | dict[str, Any]) -> list[M]:

@@ -5,7 +5,8 @@ every timestamp a query returns would be parsed in Python: some 1,500 a turn (ca
 recording times), at 2.6 µs each against 0.15 µs compiled (60,000 values read both ways). With
 ``USE_TZ`` Django sets every session's time zone to UTC, where psycopg's own loader returns the same
 values (aware, in UTC). The loader is registered once in the adapters every connection starts from:
-registering it on each cursor instead copied the cursor's adapter map, 3 % of a turn's CPU.
+registering it on each cursor instead copied the cursor's adapter map, and opening a cursor took
+26.5-31.3 µs of CPU against 18.8-22.5 µs now (three runs of 3,000 each, the two codes alternately).
 """
 
 from __future__ import annotations

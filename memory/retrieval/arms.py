@@ -105,7 +105,7 @@ def sql_arms(
             " WHERE EXISTS (SELECT 1 FROM el WHERE el.revision_id = m.revision_id)"
             " ORDER BY m.score DESC, m.revision_id LIMIT %(q_cap)s) lexical"
         )
-    # Arms that draw from the eligible set by a filter of their own: (name, filter, ranked columns,
+    # Arms that draw from the eligible set by a filter of their own: (name, filter, score, rank
     # order). They read one materialized pool of the rows any of them wants, so the statement holds
     # one copy of the eligibility rules for all of them (each copy costs milliseconds of planning),
     # and the pool is fetched through whichever indexes the filters allow.

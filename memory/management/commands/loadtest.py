@@ -16,8 +16,11 @@ whose numbers are discarded, then ``--users`` simulated runtimes for ``--duratio
 round-robin over the agents.
 
 It prints the throughput, a p50/p95/p99 table per request type and for whole turns (the sum of a
-turn's round trips), the error counts and examples; the last line is one JSON object
-``{"users", "duration_s", "requests", "rps", "errors", "turn_p50_ms", "turn_p95_ms", "turn_p99_ms"}``.
+turn's round trips), the error counts and examples, and how many replies the pre-delivery recheck
+withheld (a 409 ``reply_withheld``: another runtime of the same agent changed a memory the reply
+cited meanwhile, which the spec requires to withhold; these are not errors). The last line is one
+JSON object ``{"users", "duration_s", "requests", "rps", "errors", "withheld", "turn_p50_ms",
+"turn_p95_ms", "turn_p99_ms"}``.
 gunicorn is stopped whatever happens; the database server is left as it was.
 """
 
@@ -133,6 +136,7 @@ class Command(BaseCommand):
     def report(self, result: dict[str, Any], users: int) -> None:
         samples: dict[str, list[float]] = result["samples"]
         errors: dict[str, int] = result["errors"]
+        withheld = sum(result.get("withheld", {}).values())
         elapsed = max(0.001, float(result["stopped"]) - float(result["started"]))
         turn_names = sorted(name for name in samples if name == "turn" or name.startswith("turn:"))
         request_names = sorted(name for name in samples if name not in turn_names)
@@ -142,7 +146,8 @@ class Command(BaseCommand):
 
         self.stdout.write(
             f"{requests_total} requests in {elapsed:.1f} s: {requests_total / elapsed:.1f} req/s, "
-            f"{errors_total} failed requests, {turn_errors} failed turns"
+            f"{errors_total} failed requests, {turn_errors} failed turns, "
+            f"{withheld} replies withheld by the pre-delivery recheck"
         )
         self.stdout.write(
             f"{'name':<16}{'count':>8}{'errors':>8}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}"
@@ -166,6 +171,7 @@ class Command(BaseCommand):
                     "requests": requests_total,
                     "rps": round(requests_total / elapsed, 1),
                     "errors": errors_total + turn_errors,
+                    "withheld": withheld,
                     "turn_p50_ms": round(percentile(turns, 50), 1),
                     "turn_p95_ms": round(percentile(turns, 95), 1),
                     "turn_p99_ms": round(percentile(turns, 99), 1),

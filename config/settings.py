@@ -78,7 +78,10 @@ TEMPLATES = [
 # on that server (the test suite points its Celery worker at pytest-django's test database).
 EMBEDDED_POSTGRES_DIR = VAR_DIR / "postgres"
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    # The URL's scheme names Django's PostgreSQL backend; Engram's extends it (config/database).
+    DATABASES = {
+        "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60, engine="config.database")
+    }
 else:
     from config import embedded_postgres
 
@@ -88,7 +91,7 @@ else:
         socket_dir = embedded_postgres.ensure_running(EMBEDDED_POSTGRES_DIR, database_name)
     DATABASES = {
         "default": {
-            "ENGINE": "config.database",
+            "ENGINE": "config.database",  # Django's PostgreSQL backend, timestamps read in C
             "NAME": database_name,
             "USER": "postgres",
             "HOST": socket_dir,
@@ -102,9 +105,6 @@ else:
 # at PostgreSQL's default of 4 (spinning disks) the planner joins a few thousand full-text matches to
 # their messages by scanning the whole primary key (42 ms) instead of probing it (5 ms).
 DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off -c random_page_cost=1.1"
-# Django's PostgreSQL backend, reading timestamps with psycopg's compiled loader (config/database);
-# DATABASE_URL's scheme names Django's own.
-DATABASES["default"]["ENGINE"] = "config.database"
 # Separate test databases let several test runs share one server.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
 # A persistent connection outlives a database restart: check it before each request's first query, so

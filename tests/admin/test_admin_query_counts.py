@@ -54,8 +54,8 @@ def corpus(request: pytest.FixtureRequest, django_db_setup: None, django_db_bloc
         try:
             with connection.cursor() as cursor:
                 # A runaway statement fails the module instead of holding the corpus's locks (and
-                # blocking every later test) after pytest-timeout (300 s) has given up on it. The bulk
-                # load's largest statements take tens of seconds on a slow or busy 2-core machine.
+                # blocking every later test) after pytest-timeout has given up on it. The bulk load's
+                # largest statements take tens of seconds on a slow or busy 2-core machine.
                 cursor.execute("SET LOCAL statement_timeout = '240s'")
             started = time.perf_counter()
             # The per-row "current revision is its own" trigger dominates a bulk load (about 1 ms a

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from django.conf import settings
+
 #: Loads the WSGI module as a worker does, then reports what the collector still tracks.
 WORKER = """
 import gc
@@ -19,7 +18,7 @@ print(gc.get_freeze_count(), len(gc.get_objects()))
 
 def test_a_worker_freezes_the_loaded_application_out_of_the_collectors_reach() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", WORKER], cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, check=True
+        [sys.executable, "-c", WORKER], cwd=settings.BASE_DIR, capture_output=True, text=True, check=True
     )
     frozen, tracked = (int(n) for n in result.stdout.split())
     # Every view module was imported before the freeze (the second import finds them loaded), so a

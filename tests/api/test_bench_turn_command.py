@@ -4,14 +4,21 @@ turns through HTTP over many conversations and ends with one JSON line of per-st
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 
-from history.models import Conversation, Message, Session
-from memory.models import MemoryEntry
+from accounts.services import api_key_create
+from history.models import Conversation, Message, Session, Turn, TurnState
+from memory.bench.server import served_process
+from memory.management.commands import bench_turn
+from memory.models import MemoryEntry, MemoryRevision
+from memory.services import entry_forget
 
 
 @pytest.mark.timeout(240)
@@ -23,7 +30,8 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
     lines = out.getvalue().strip().splitlines()
     result = json.loads(lines[-1])
     assert result["turns"] == 5
-    assert set(result) == {"turns", "conversations", "p50_ms", "p95_ms", "steps", "cpu_ms_per_turn"}
+    assert set(result) == {"turns", "conversations", "withheld", "p50_ms", "p95_ms", "steps", "cpu_ms_per_turn"}
+    assert result["withheld"] == 0
     # gunicorn's CPU is always read; the database server's when it runs on this machine (it does here,
     # unless DATABASE_URL names another host).
     assert result["cpu_ms_per_turn"]["server"] > 0
@@ -82,3 +90,29 @@ def test_bench_turn_ends_conversations_and_opens_a_session_per_conversation(tran
     per_conversation = Counter(Message.objects.filter(direction="outbound").values_list("conversation_id", flat=True))
     assert sum(per_conversation.values()) == 80 and max(per_conversation.values()) <= 2
     assert not Conversation.objects.filter(external_thread_id__regex=r"/.*/").exists()
+
+
+@pytest.mark.timeout(240)
+def test_a_withheld_reply_is_counted_and_the_run_goes_on(transactional_db: None, tmp_path: Path) -> None:
+    """Between a turn's recall and its reply the memory the reply cites is forgotten (as another runtime
+    of the agent may do): the server withholds the reply (409 ``reply_withheld``), and the benchmark
+    counts it, keeps the turn's timings and runs the next turn."""
+    agent, _ = bench_turn.ensure_agent(bench_turn.TurnSpec(revisions=100, agents=1, seed=3, messages=300))
+    script = bench_turn.Script.load(agent, random.Random(5))
+    secret = api_key_create(agent=agent, label="test").secret
+
+    class ForgettingCitedMemory(bench_turn.Client):
+        def call(self, method: str, path: str, expect: int, body: Any = None, **options: Any) -> tuple[Any, float]:
+            if path.endswith("/reply") and body["cited_ids"]:
+                revision_id = int(body["cited_ids"][0].removeprefix("m:"), 16)
+                entry_id = MemoryRevision.objects.get(pk=revision_id).entry_id
+                entry_forget(agent=agent, entry_id=entry_id)
+            return super().call(method, path, expect, body, **options)
+
+    with served_process(tmp_path) as (base_url, _):
+        turns = [script.turn(ForgettingCitedMemory(base_url, secret)) for _ in range(3)]
+
+    assert all(set(turn) == set(bench_turn.STEPS) for turn in turns)
+    withheld = Turn.objects.filter(agent=agent, state=TurnState.WITHHELD).count()
+    assert script.withheld == withheld >= 1
+    assert Message.objects.filter(agent=agent, direction="outbound").count() == 3 - withheld

@@ -24,12 +24,14 @@ per conversation, on its first turn; opening it is not part of the turn. A conve
 its earlier replies (they are in the loaded window), so its replies' lineage grows with its length;
 keeping conversations to a realistic length keeps a run of any length measuring turns rather than
 the lineage cap (5,000 nodes, overflow denies), which one endless conversation reaches after some
-hundreds of turns.
+hundreds of turns. Search hits carry lineage across conversations, so a corpus reused by many runs can
+still reach it: a reply the pre-delivery recheck withholds (409 ``reply_withheld``) ends its turn, is
+timed like the others and is counted (``withheld``); any other unexpected answer stops the run.
 
 W unmeasured turns warm the workers first. It prints a p50/p95 table per step and for the whole turn,
 and the CPU time a turn cost gunicorn (arbiter and workers) and the database server (its postmaster and
 backends, when it runs on this machine); the last line is one JSON object: ``{"turns", "conversations",
-"p50_ms", "p95_ms", "steps": {step: {"p50_ms", "p95_ms"}}, "cpu_ms_per_turn": {"server", "database"}}``.
+"withheld", "p50_ms", "p95_ms", "steps": {step: {"p50_ms", "p95_ms"}}, "cpu_ms_per_turn": {"server", "database"}}``.
 The server is stopped whatever happens.
 """
 
@@ -126,7 +128,9 @@ class Command(BaseCommand):
             )
         database = "not measured (a remote server)" if batch.database_cpu_ms is None else f"{batch.database_cpu_ms} ms"
         self.stdout.write(f"CPU a turn: gunicorn {batch.server_cpu_ms} ms, database server {database}")
-        result = {"turns": len(timings), "conversations": script.conversations, **figures}
+        if script.withheld:
+            self.stdout.write(f"replies withheld by the pre-delivery recheck: {script.withheld}")
+        result = {"turns": len(timings), "conversations": script.conversations, "withheld": script.withheld, **figures}
         result["cpu_ms_per_turn"] = {"server": batch.server_cpu_ms, "database": batch.database_cpu_ms}
         self.stdout.write(json.dumps(result))
 
@@ -260,6 +264,10 @@ def load_chat(agent: RuntimeAgent, count: int, statements: Statements, rng: rand
 # --------------------------------------------------------------------------------------------------
 
 
+#: What :meth:`Client.call` returns for a reply the pre-delivery recheck withheld.
+WITHHELD: dict[str, Any] = {"withheld": True}
+
+
 class Client:
     """A runtime's HTTP client: one keep-alive session carrying the agent's key."""
 
@@ -268,14 +276,22 @@ class Client:
         self.http = requests.Session()
         self.http.headers["Authorization"] = f"Bearer {secret}"
 
-    def call(self, method: str, path: str, expect: int, body: Any = None) -> tuple[Any, float]:
-        """The response body and the call's wall time in ms; any other status than ``expect`` is an error."""
+    def call(
+        self, method: str, path: str, expect: int, body: Any = None, *, may_withhold: bool = False
+    ) -> tuple[Any, float]:
+        """The response body and the call's wall time in ms; any other status than ``expect`` is an error.
+
+        ``may_withhold``: a reply the pre-delivery recheck withheld (409 ``reply_withheld``) answers
+        :data:`WITHHELD`. A reply is withheld when something it was built from is no longer disclosable,
+        which on a corpus reused by many runs happens where replies' lineage has grown past the cap."""
         started = time.perf_counter()
         try:
             response = self.http.request(method, f"{self.base_url}{path}", json=body, timeout=REQUEST_TIMEOUT)
         except requests.RequestException as error:
             raise CommandError(f"{method} {path} failed: {error}") from error
         elapsed = (time.perf_counter() - started) * 1000
+        if may_withhold and response.status_code == 409 and response.json().get("code") == "reply_withheld":
+            return WITHHELD, elapsed
         if response.status_code != expect:
             raise CommandError(f"{method} {path} answered {response.status_code}: {response.text[:2000]}")
         return response.json(), elapsed
@@ -315,6 +331,8 @@ class Script:
     #: Conversations that have had a turn.
     conversations: int = 0
     said: int = 0
+    #: Replies the pre-delivery recheck withheld (their turns are timed like the others).
+    withheld: int = 0
 
     @classmethod
     def load(cls, agent: RuntimeAgent, rng: random.Random, *, per_conversation: int = PER_CONVERSATION) -> Script:
@@ -415,6 +433,9 @@ class Script:
         recalled = ran["results"][0]["result"]["items"] if ran["results"][0]["status"] == "ok" else []
         cited = [recalled[0]["id"]] if recalled else []
         reply = {"body": "Here is what I found" + (f" [{cited[0]}]." if cited else "."), "cited_ids": cited}
-        delivered, ms["reply"] = client.call("POST", f"{turn_path}/reply", 201, reply)
-        thread.recent.append(delivered["message_id"])
+        delivered, ms["reply"] = client.call("POST", f"{turn_path}/reply", 201, reply, may_withhold=True)
+        if delivered is WITHHELD:
+            self.withheld += 1
+        else:
+            thread.recent.append(delivered["message_id"])
         return ms

@@ -30,8 +30,11 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
     lines = out.getvalue().strip().splitlines()
     result = json.loads(lines[-1])
     assert result["turns"] == 5
-    assert set(result) == {"turns", "conversations", "withheld", "p50_ms", "p95_ms", "steps", "cpu_ms_per_turn"}
+    assert set(result) == {
+        *("turns", "conversations", "withheld", "p50_ms", "p95_ms", "steps", "cpu_ms_per_turn", "cpu_probe_s")
+    }
     assert result["withheld"] == 0
+    assert set(result["cpu_probe_s"]) == {"before", "after"} and min(result["cpu_probe_s"].values()) > 0
     # gunicorn's CPU is always read; the database server's when it runs on this machine (it does here,
     # unless DATABASE_URL names another host).
     assert result["cpu_ms_per_turn"]["server"] > 0

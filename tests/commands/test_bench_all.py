@@ -63,6 +63,7 @@ def test_bench_all_reports_every_figure_writes_the_report_and_reuses_its_corpus(
     assert set(result["overhead"]) == {"recall_lexical", "recall_hybrid", "history", "ingest"}
     assert result["overhead"]["recall_lexical"] > 0 and result["overhead"]["ingest"] > 0
     assert [size["agents"] for size in result["sizes"]] == [1, 3, 10]
+    assert set(result["run"]["cpu_probe_s"]) == {"before", "after"} and min(result["run"]["cpu_probe_s"].values()) > 0
     assert [size["messages"] for size in result["sizes"]] == [100, 300, 1000]
     curves = result["locomo"]
     assert {"turns/lexical", "observations/lexical"} <= set(curves)

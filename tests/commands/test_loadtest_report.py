@@ -11,7 +11,7 @@ from memory.management.commands.loadtest import Command
 
 def reported(result: dict[str, Any]) -> dict[str, Any]:
     out = io.StringIO()
-    Command(stdout=out).report(result, users=2)
+    Command(stdout=out).report(result, users=2, probe={"before": 0.31, "after": 0.35})
     return dict(json.loads(out.getvalue().splitlines()[-1]))
 
 
@@ -38,3 +38,9 @@ def test_failed_requests_and_turns_are_errors() -> None:
 
     assert result["errors"] == 2
     assert result["withheld"] == 0
+
+
+def test_the_machine_probe_is_reported_beside_the_figures() -> None:
+    result = reported(a_run(errors={}, withheld={}))
+
+    assert result["cpu_probe_s"] == {"before": 0.31, "after": 0.35}

@@ -78,6 +78,7 @@ from history.models import Conversation, Message, agent_terms_match
 from history.search import MAX_LIMIT
 from history.services import IngestItem, messages_ingest_batch
 from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
+from memory.bench.machine import cpu_probe_seconds
 from memory.bench.report import write_report
 from memory.bench.stats import percentile
 from memory.embeddings.index import live_generation, semantic_enabled
@@ -193,7 +194,7 @@ class Command(BaseCommand):
             raise CommandError(f"{locomo} is missing: the corpus and the recall@k curves are built from it")
         out = Path(options["out"]) if options["out"] else Path(settings.VAR_DIR) / "bench"
         quiet = options["verbosity"] < 1
-        started, load_before = time.monotonic(), os.getloadavg()[0]
+        started, load_before, probe_before = time.monotonic(), os.getloadavg()[0], cpu_probe_seconds()
         started_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
         # One command from an empty ENGRAM_VAR_DIR to the report: the schema first (a no-op when current).
@@ -293,6 +294,7 @@ class Command(BaseCommand):
             "cpus": os.cpu_count(),
             "load_before": round(load_before, 2),
             "load_after": round(os.getloadavg()[0], 2),
+            "cpu_probe_s": {"before": probe_before, "after": cpu_probe_seconds()},
             "postgres": postgres_version(),
         }
         out.mkdir(parents=True, exist_ok=True)

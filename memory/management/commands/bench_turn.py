@@ -31,7 +31,9 @@ timed like the others and is counted (``withheld``); any other unexpected answer
 W unmeasured turns warm the workers first. It prints a p50/p95 table per step and for the whole turn,
 and the CPU time a turn cost gunicorn (arbiter and workers) and the database server (its postmaster and
 backends, when it runs on this machine); the last line is one JSON object: ``{"turns", "conversations",
-"withheld", "p50_ms", "p95_ms", "steps": {step: {"p50_ms", "p95_ms"}}, "cpu_ms_per_turn": {"server", "database"}}``.
+"withheld", "p50_ms", "p95_ms", "steps": {step: {"p50_ms", "p95_ms"}}, "cpu_ms_per_turn": {"server", "database"},
+"cpu_probe_s": {"before", "after"}}``: the probe (``memory/bench/machine.py``) times a fixed Python loop
+just before and after the turns, so that runs on a machine whose speed drifts can be compared.
 The server is stopped whatever happens.
 """
 
@@ -56,6 +58,7 @@ from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation, Message, MessageDirection
 from memory.bench.corpus import settle
+from memory.bench.machine import cpu_probe_seconds
 from memory.bench.server import database_server_pid, process_tree_cpu_seconds, served_process
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
@@ -113,7 +116,9 @@ class Command(BaseCommand):
 
         rng = random.Random(spec.seed * 7919 + options["turns"])
         script = Script.load(agent, rng, per_conversation=options["per_conversation"])
+        probe_before = cpu_probe_seconds()
         (batch,) = drive_turns(agent, script, batches=[options["turns"]], warmup=options["warmup"])
+        probe = {"before": probe_before, "after": cpu_probe_seconds()}
         timings = batch.timings
         figures = turn_figures(timings)
         self.stdout.write(
@@ -128,10 +133,12 @@ class Command(BaseCommand):
             )
         database = "not measured (a remote server)" if batch.database_cpu_ms is None else f"{batch.database_cpu_ms} ms"
         self.stdout.write(f"CPU a turn: gunicorn {batch.server_cpu_ms} ms, database server {database}")
+        self.stdout.write(f"CPU probe: {probe['before']} s before the turns, {probe['after']} s after")
         if script.withheld:
             self.stdout.write(f"replies withheld by the pre-delivery recheck: {script.withheld}")
         result = {"turns": len(timings), "conversations": script.conversations, "withheld": script.withheld, **figures}
         result["cpu_ms_per_turn"] = {"server": batch.server_cpu_ms, "database": batch.database_cpu_ms}
+        result["cpu_probe_s"] = probe
         self.stdout.write(json.dumps(result))
 
 

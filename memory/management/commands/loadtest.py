@@ -20,7 +20,8 @@ turn's round trips), the error counts and examples, and how many replies the pre
 withheld (a 409 ``reply_withheld``: another runtime of the same agent changed a memory the reply
 cited meanwhile, which the spec requires to withhold; these are not errors). The last line is one
 JSON object ``{"users", "duration_s", "requests", "rps", "errors", "withheld", "turn_p50_ms",
-"turn_p95_ms", "turn_p99_ms"}``.
+"turn_p95_ms", "turn_p99_ms", "cpu_probe_s": {"before", "after"}}``, the probe
+(``memory/bench/machine.py``) timed just before the server starts and just after it stops.
 gunicorn is stopped whatever happens; the database server is left as it was.
 """
 
@@ -45,6 +46,7 @@ from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation
 from memory.bench.corpus import settle
+from memory.bench.machine import cpu_probe_seconds
 from memory.bench.server import served, server_env
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import Spec, Statements, build_agent
@@ -107,6 +109,7 @@ class Command(BaseCommand):
         )
         settle()
         plan = build_plan(agents, random.Random(spec.seed))
+        probe_before = cpu_probe_seconds()
 
         with tempfile.TemporaryDirectory(prefix="engram-loadtest-") as scratch:
             folder = Path(scratch)
@@ -131,9 +134,9 @@ class Command(BaseCommand):
                     locust.run("warmup", warm_users, options["warmup"], options["spawn_rate"])
                 self.stdout.write(f"load: {options['users']} users for {options['duration']} s")
                 result = locust.run("measured", options["users"], options["duration"], options["spawn_rate"])
-        self.report(result, options["users"])
+        self.report(result, options["users"], probe={"before": probe_before, "after": cpu_probe_seconds()})
 
-    def report(self, result: dict[str, Any], users: int) -> None:
+    def report(self, result: dict[str, Any], users: int, *, probe: dict[str, float]) -> None:
         samples: dict[str, list[float]] = result["samples"]
         errors: dict[str, int] = result["errors"]
         withheld = sum(result.get("withheld", {}).values())
@@ -162,6 +165,7 @@ class Command(BaseCommand):
             )
         for example in result["examples"]:
             self.stdout.write(f"error: {example}")
+        self.stdout.write(f"CPU probe: {probe['before']} s before the load, {probe['after']} s after")
         turns = sorted(samples.get("turn", [])) or [0.0]
         self.stdout.write(
             json.dumps(
@@ -175,6 +179,7 @@ class Command(BaseCommand):
                     "turn_p50_ms": round(percentile(turns, 50), 1),
                     "turn_p95_ms": round(percentile(turns, 95), 1),
                     "turn_p99_ms": round(percentile(turns, 99), 1),
+                    "cpu_probe_s": probe,
                 }
             )
         )

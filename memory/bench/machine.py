@@ -1,9 +1,11 @@
 """How fast this machine runs Python right now, reported beside a benchmark's figures.
 
 A virtual machine's speed moves between boots, and within one boot from minute to minute, by more
-than most code changes move a benchmark. Every figure that has a target is therefore printed with a
-fixed probe measured just before and just after it: a pure-Python loop adding 1 five million times,
-the median of three runs. Two runs of a benchmark compare only where their probes agree.
+than most code changes move a benchmark. ``bench_turn``, ``loadtest`` and ``bench_all`` therefore print
+a fixed probe measured just before and just after their measurement: a pure-Python loop adding 1 five
+million times, the median of three runs. The probe times Python alone: runs whose probes differ do
+not compare, but agreeing probes do not make them comparable either (the database side of a machine
+can slow while its Python does not), so code is compared by alternating runs within one session.
 """
 
 from __future__ import annotations

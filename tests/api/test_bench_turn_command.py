@@ -31,7 +31,14 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
     result = json.loads(lines[-1])
     assert result["turns"] == 5
     assert set(result) == {
-        *("turns", "conversations", "withheld", "p50_ms", "p95_ms", "steps", "cpu_ms_per_turn", "cpu_probe_s")
+        "turns",
+        "conversations",
+        "withheld",
+        "p50_ms",
+        "p95_ms",
+        "steps",
+        "cpu_ms_per_turn",
+        "cpu_probe_s",
     }
     assert result["withheld"] == 0
     assert set(result["cpu_probe_s"]) == {"before", "after"} and min(result["cpu_probe_s"].values()) > 0

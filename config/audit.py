@@ -36,10 +36,12 @@ def read_audit_transaction() -> Iterator[None]:
     turn's ledger, a correction) commits synchronously, and PostgreSQL flushes WAL in order, so that
     commit makes them durable too. A crash within the WAL writer's delay (200 ms by default) can
     lose only the audit of a read nothing has acted on yet. Inside a caller's transaction the
-    setting is left alone, so the caller's other writes keep their durability.
+    setting is left alone, so the caller's other writes keep their durability, and the block takes
+    no savepoint (two round trips): a failed audit write fails the read and, with it, the caller's
+    transaction; no caller catches that failure and goes on in the same transaction.
     """
     outermost = not connection.in_atomic_block
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         if outermost:
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")

@@ -21,7 +21,8 @@ from history.models import Conversation, EvidenceMethod, Message, MessageDirecti
 from memory.embeddings.index import notify_indexer
 
 
-@transaction.atomic
+# Called inside an ingest batch, whose failure is whole: no savepoint (get_or_create takes its own).
+@transaction.atomic(savepoint=False)
 def conversation_upsert(
     *,
     agent: RuntimeAgent,
@@ -132,7 +133,8 @@ def message_ingest(
     return IngestedMessage(message=message, created=True)
 
 
-@transaction.atomic
+# Called inside the delivering transaction, which fails whole with it: no savepoint.
+@transaction.atomic(savepoint=False)
 def reply_record(
     *,
     turn_conversation: Conversation,

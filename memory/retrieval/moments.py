@@ -45,7 +45,8 @@ def store_head(agent_id: int) -> int:
     return MemoryRevision.objects.filter(agent_id=agent_id).aggregate(head=Max("id"))["head"] or 0
 
 
-@transaction.atomic
+# Inside a caller's transaction (opening a session) a failure fails the caller too: no savepoint.
+@transaction.atomic(savepoint=False)
 def session_snapshot(
     *, session: Session, requester_id: int | None, goal: str = "", providers: Sequence[CandidateProvider] | None = None
 ) -> RecallResult | None:

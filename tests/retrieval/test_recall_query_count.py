@@ -19,11 +19,11 @@ from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public
 pytestmark = pytest.mark.django_db
 
 #: The statements of one lexical recall: whether the agent has revisions of unknown provenance to
-#: count (1), the arms with the hydration of their hits (1), actor labels (1), and the trace write
-#: inside its own savepoint (savepoint, one insert of the trace with its items and retrieval event,
-#: release: 3). Where pgvector exists, one more: the semantic arm's live-generation lookup (none
-#: exists here).
-LEXICAL_RECALL_QUERIES = 6
+#: count (1), the arms with the hydration of their hits (1), actor labels (1), and the trace write:
+#: one insert of the trace with its items and retrieval event (1), with no savepoint of its own
+#: inside the caller's transaction. Where pgvector exists, one more: the semantic arm's
+#: live-generation lookup (none exists here).
+LEXICAL_RECALL_QUERIES = 4
 
 PLACES = (
     "Lisbon",
@@ -43,12 +43,11 @@ DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 
 
 def test_recall_query_count_does_not_grow_with_the_items_returned() -> None:
-    """A recall returning 3 items and one returning 12 run the same 6 statements (7 with pgvector:
+    """A recall returning 3 items and one returning 12 run the same 4 statements (5 with pgvector:
     the generation lookup): the unknown-provenance check, the arms with their hydration, one
-    batched label lookup and the trace write (savepoint, one insert of the trace, its items and its
-    event, release). Subjects and
-    sources differ per item, so any per-item label, evidence or trace query would show up as a
-    difference."""
+    batched label lookup and the trace write (one insert of the trace, its items and its event).
+    Subjects and sources differ per item, so any per-item label, evidence or trace query would show
+    up as a difference."""
     agent = AgentFactory.create()
     connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
     people = [ActorFactory.create(connector=connector, display_name=f"Person{i}") for i in range(12)]

@@ -107,63 +107,86 @@ EVIDENCE_SATURATION = 10
 LOG_EVIDENCE_SATURATION = math.log1p(EVIDENCE_SATURATION)
 
 
-def is_carried(candidate: Candidate, project: str) -> bool:
-    return bool(candidate.origin_scope) and candidate.origin_scope != project
+class Scorer:
+    """Scores the candidates of one recall, in place: the features and their weighted sum, and the
+    confidence band (the reason is written by :func:`explain`, for the few items that are rendered).
 
+    What does not depend on the candidate (the profile's weights, the requester, which relevance arms
+    ran) is worked out once: a recall scores some 200 candidates. The sum is taken feature by feature
+    in ``FEATURE_NAMES`` order, so a score does not depend on how it is computed.
+    """
 
-def band(candidate: Candidate) -> str:
-    effective = candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0)
-    if candidate.carried:
-        effective *= CARRIED_CONFIDENCE.get(candidate.portability, 1.0)
-    if effective >= 0.75:
-        return "high"
-    if effective >= 0.45:
-        return "medium"
-    return "low"
+    def __init__(self, *, query: RecallQuery, profile: str, project: str, arms_run: set[str], now: datetime) -> None:
+        self.weights = PROFILES[profile]
+        self.feature_weights = FEATURE_WEIGHTS[profile]
+        self.requester = query.subject_ids[0] if query.subject_ids else None
+        self.named_subject_ids = query.named_subject_ids
+        self.has_query = not query.empty
+        self.project = project
+        self.now = now
+        #: The relevance arms that ran, and the fused value of an item ranked first in all of them.
+        self.relevance = tuple(arm for arm in RELEVANCE_ARMS if arm in arms_run)
+        self.best_possible = len(self.relevance) / (RRF_K + 1) if self.relevance else 1.0
 
+    def match(self, candidate: Candidate) -> float:
+        """Reciprocal-rank fusion over the relevance arms, normalised to [0, 1], or the anchor weight if higher."""
+        fused = 0.0
+        for arm in self.relevance:
+            rank = candidate.arms.get(arm)
+            if rank is not None:
+                fused += 1.0 / (RRF_K + rank)
+        return max(fused / self.best_possible, candidate.arm_scores.get("anchor", 0.0))
 
-def fused_match(candidate: Candidate, arms_run: set[str]) -> float:
-    """Reciprocal-rank fusion over the relevance arms, normalised to [0, 1], or the anchor weight if higher."""
-    relevance = [arm for arm in RELEVANCE_ARMS if arm in arms_run]
-    fused = sum(1.0 / (RRF_K + candidate.arms[arm]) for arm in relevance if arm in candidate.arms)
-    best_possible = len(relevance) / (RRF_K + 1) if relevance else 1.0
-    return max(fused / best_possible, candidate.arm_scores.get("anchor", 0.0))
-
-
-def score(
-    candidate: Candidate, *, query: RecallQuery, profile: str, project: str, arms_run: set[str], now: datetime
-) -> None:
-    """Compute the features and the weighted score, in place (the reason is written by :func:`explain`,
-    for the few items that are rendered)."""
-    weights = PROFILES[profile]
-    requester = query.subject_ids[0] if query.subject_ids else None
-    candidate.carried = carried = is_carried(candidate, project)
-    age_days = max(0.0, (now - candidate.recorded_at).total_seconds() / 86_400)
-    subject_id = candidate.subject_id
-    features = (
-        fused_match(candidate, arms_run) if not query.empty else 0.0,  # match
-        1.0  # subject
-        if subject_id is not None and subject_id == requester
-        else 0.8
-        if subject_id in query.named_subject_ids
-        else 0.0,
-        1.0 if candidate.in_conversation or "conversation" in candidate.arms else 0.0,  # conversation
-        candidate.salience,  # salience
-        candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0),  # confidence
-        min(1.0, math.log1p(candidate.evidence_count) / LOG_EVIDENCE_SATURATION)  # reinforce
-        * math.exp(-age_days / DECAY_DAYS.get(candidate.belief_type, 180)),
-        AUTHORITY_WEIGHT.get(candidate.authority, 0.4),  # authority
-        CARRIED_AFFINITY.get(candidate.portability, 0.3) if carried else 1.0,  # scope
-        1.0 / (1.0 + math.exp(-candidate.utility)),  # utility
-        min(
-            1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0)
-        ),  # penalty
-    )
-    total = sum(weight * value for weight, value in zip(FEATURE_WEIGHTS[profile], features[:PENALTY], strict=True))
-    total -= weights.penalty * features[PENALTY]
-    candidate.features = features
-    candidate.score = round(total, 6)
-    candidate.band = band(candidate)
+    def __call__(self, candidate: Candidate) -> None:
+        carried = candidate.carried = bool(candidate.origin_scope) and candidate.origin_scope != self.project
+        age_days = max(0.0, (self.now - candidate.recorded_at).total_seconds() / 86_400)
+        subject_id = candidate.subject_id
+        match = self.match(candidate) if self.has_query else 0.0
+        if subject_id is not None and subject_id == self.requester:
+            subject = 1.0
+        elif subject_id in self.named_subject_ids:
+            subject = 0.8
+        else:
+            subject = 0.0
+        conversation = 1.0 if candidate.in_conversation or "conversation" in candidate.arms else 0.0
+        salience = candidate.salience
+        confidence = candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0)
+        reinforce = min(1.0, math.log1p(candidate.evidence_count) / LOG_EVIDENCE_SATURATION) * math.exp(
+            -age_days / DECAY_DAYS.get(candidate.belief_type, 180)
+        )
+        authority = AUTHORITY_WEIGHT.get(candidate.authority, 0.4)
+        scope = CARRIED_AFFINITY.get(candidate.portability, 0.3) if carried else 1.0
+        utility = 1.0 / (1.0 + math.exp(-candidate.utility))
+        penalty = min(1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0))
+        w = self.feature_weights
+        total = (
+            w[0] * match
+            + w[1] * subject
+            + w[2] * conversation
+            + w[3] * salience
+            + w[4] * confidence
+            + w[5] * reinforce
+            + w[6] * authority
+            + w[7] * scope
+            + w[8] * utility
+        )
+        total -= self.weights.penalty * penalty
+        candidate.features = (
+            match,
+            subject,
+            conversation,
+            salience,
+            confidence,
+            reinforce,
+            authority,
+            scope,
+            utility,
+            penalty,
+        )
+        candidate.score = round(total, 6)
+        # The band reads the confidence feature, discounted for a carried belief.
+        effective = confidence * CARRIED_CONFIDENCE.get(candidate.portability, 1.0) if carried else confidence
+        candidate.band = "high" if effective >= 0.75 else "medium" if effective >= 0.45 else "low"
 
 
 def passes_relevance(candidate: Candidate, *, query: RecallQuery, profile: str) -> bool:

@@ -27,7 +27,7 @@ from memory.retrieval.collapse import collapse, mark_near_duplicates
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import RecallQuery
-from memory.retrieval.ranking import POLICY_VERSION, explain, passes_relevance, score
+from memory.retrieval.ranking import POLICY_VERSION, Scorer, explain, passes_relevance
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
 from memory.retrieval.safety import block_reason
 
@@ -156,7 +156,8 @@ def recall(
     arms_run = {hit.arm for hit in hits} | {p.name for p in providers}
     for candidate in pool.values():
         candidate.conflicts = [p for p in candidate.conflicts if p in pool]
-    ranked = _rank(pool.values(), query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now)
+    scorer = Scorer(query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
+    ranked = _rank(pool.values(), scorer)
     relevant = [c for c in ranked if passes_relevance(c, query=query, profile=profile)]
     relevant_ids = {c.revision_id for c in relevant}
     # A conflict is returned whole: a partner below the floor still stands beside its rival.
@@ -167,12 +168,7 @@ def recall(
     # Only items near the top can be packed, and a penalty only moves an item down: the comparisons
     # (quadratic in the items compared) are needed within a window a few times the item cap.
     window = NEAR_DUPLICATE_WINDOW * budget.max_items
-    relevant = (
-        _penalise_near_duplicates(
-            relevant[:window], query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now
-        )
-        + relevant[window:]
-    )
+    relevant = _penalise_near_duplicates(relevant[:window], scorer) + relevant[window:]
     uncapped = query.subject_ids[:1] if profile == "core" else ()
     selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile], uncapped_subjects=uncapped)
     if reserve_durable:
@@ -239,36 +235,24 @@ def _with_arm_ranks(pool: dict[int, Candidate], hits: Sequence[ArmHit]) -> dict[
     return pool
 
 
-def _rank(
-    candidates: Iterable[Candidate],
-    *,
-    query: RecallQuery,
-    profile: str,
-    perspective: Perspective,
-    arms_run: set[str],
-    now: datetime,
-) -> list[Candidate]:
+def _rank(candidates: Iterable[Candidate], scorer: Scorer) -> list[Candidate]:
     items = list(candidates)
     for candidate in items:
-        score(candidate, query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
+        scorer(candidate)
     items.sort(key=lambda c: c.order_key)
     return items
 
 
-def _penalise_near_duplicates(
-    relevant: list[Candidate],
-    *,
-    query: RecallQuery,
-    profile: str,
-    perspective: Perspective,
-    arms_run: set[str],
-    now: datetime,
-) -> list[Candidate]:
-    """The near-duplicate penalty, applied among the items that passed relevance (others never render)."""
+def _penalise_near_duplicates(relevant: list[Candidate], scorer: Scorer) -> list[Candidate]:
+    """The near-duplicate penalty, applied among the items that passed relevance (others never render).
+    Only the penalised items' scores change, so only they are scored again."""
     mark_near_duplicates(relevant)
-    if any(c.near_duplicate for c in relevant):
-        return _rank(relevant, query=query, profile=profile, perspective=perspective, arms_run=arms_run, now=now)
-    return relevant
+    penalised = [c for c in relevant if c.near_duplicate]
+    if not penalised:
+        return relevant
+    for candidate in penalised:
+        scorer(candidate)
+    return sorted(relevant, key=lambda c: c.order_key)
 
 
 def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidate]:

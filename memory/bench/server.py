@@ -19,10 +19,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psutil
-import requests
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
+
+from memory.bench import http_client
 
 SERVER_START_TIMEOUT_S = 60.0
 #: Lines of the server's log added to a failure raised while it serves.
@@ -132,9 +133,9 @@ def served_process(
                 raise CommandError(f"gunicorn exited with {process.returncode}:\n{log_path.read_text()}")
             try:
                 # A worker imports Django on its first request, which may take seconds.
-                if requests.get(f"{base_url}/api/", timeout=10).status_code == 200:
+                if http_client.call(base_url, "GET", "/api/", timeout=10).status == 200:
                     break
-            except requests.RequestException:
+            except http_client.NO_ANSWER:
                 pass
             if time.monotonic() > deadline:
                 raise CommandError(f"gunicorn did not answer in {SERVER_START_TIMEOUT_S:.0f}s:\n{log_path.read_text()}")

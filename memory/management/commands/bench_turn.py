@@ -8,7 +8,8 @@ second run with the same arguments finds and reuses it.
 
 It then issues an API key, starts gunicorn (``config.wsgi``, two sync workers, as ``scripts/run`` does)
 on a free loopback port against the same database (the name in ``settings.DATABASES``, so a test
-database too), and drives T turns through HTTP with one ``requests.Session``, each as a runtime would:
+database too), and drives T turns through HTTP with the standard library's client
+(:mod:`memory.bench.http_client`), each as a runtime would:
 
 1. ``ingest``: POST /api/v1/messages with the inbound message;
 2. ``turn_start``: POST /api/v1/sessions/{id}/turns, loading the conversation's last five messages;
@@ -49,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 import pgtrigger
-import requests
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.db.models import Count
@@ -57,6 +57,7 @@ from django.db.models import Count
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from history.models import Conversation, Message, MessageDirection
+from memory.bench import http_client
 from memory.bench.corpus import settle
 from memory.bench.machine import cpu_probe_seconds
 from memory.bench.server import database_server_pid, process_tree_cpu_seconds, served_process
@@ -276,12 +277,11 @@ WITHHELD: dict[str, Any] = {"withheld": True}
 
 
 class Client:
-    """A runtime's HTTP client: one keep-alive session carrying the agent's key."""
+    """A runtime's HTTP client carrying the agent's key (:mod:`memory.bench.http_client`)."""
 
     def __init__(self, base_url: str, secret: str) -> None:
         self.base_url = base_url
-        self.http = requests.Session()
-        self.http.headers["Authorization"] = f"Bearer {secret}"
+        self.secret = secret
 
     def call(
         self, method: str, path: str, expect: int, body: Any = None, *, may_withhold: bool = False
@@ -293,15 +293,17 @@ class Client:
         which on a corpus reused by many runs happens where replies' lineage has grown past the cap."""
         started = time.perf_counter()
         try:
-            response = self.http.request(method, f"{self.base_url}{path}", json=body, timeout=REQUEST_TIMEOUT)
-        except requests.RequestException as error:
+            answer = http_client.call(
+                self.base_url, method, path, timeout=REQUEST_TIMEOUT, secret=self.secret, body=body
+            )
+        except http_client.NO_ANSWER as error:
             raise CommandError(f"{method} {path} failed: {error}") from error
         elapsed = (time.perf_counter() - started) * 1000
-        if may_withhold and response.status_code == 409 and response.json().get("code") == "reply_withheld":
+        if may_withhold and answer.status == 409 and answer.json().get("code") == "reply_withheld":
             return WITHHELD, elapsed
-        if response.status_code != expect:
-            raise CommandError(f"{method} {path} answered {response.status_code}: {response.text[:2000]}")
-        return response.json(), elapsed
+        if answer.status != expect:
+            raise CommandError(f"{method} {path} answered {answer.status}: {answer.text[:2000]}")
+        return answer.json(), elapsed
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import requests
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -48,6 +47,7 @@ from accounts.models import RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from config import embedded_postgres
 from history.models import Message, MessageDirection, MessageSearchDocument, MessageSourceEvidence
+from memory.bench import http_client
 from memory.bench.server import served
 from memory.models import MemoryEntry, MemoryEvidence, MemoryOperation, MemoryRevision
 
@@ -86,8 +86,7 @@ class Client(threading.Thread):
         super().__init__(name=f"fault-client-{number}", daemon=True)
         self.number = number
         self.base_url = base_url
-        self.http = requests.Session()
-        self.http.headers["Authorization"] = f"Bearer {secret}"
+        self.secret = secret
         self.stop = stop
         self.deadline = deadline
         self.answers: list[Answer] = []
@@ -100,24 +99,23 @@ class Client(threading.Thread):
     def call(self, method: str, path: str, step: str, body: Any = None) -> Any:
         started = time.monotonic()
         try:
-            response = self.http.request(method, f"{self.base_url}{path}", json=body, timeout=REQUEST_TIMEOUT_S)
-        except requests.RequestException as error:
+            answer = http_client.call(
+                self.base_url, method, path, timeout=REQUEST_TIMEOUT_S, secret=self.secret, body=body
+            )
+        except http_client.NO_ANSWER as error:
             self.answers.append(Answer(started, step, 0, time.monotonic() - started, error=str(error)[:300]))
             return None
         try:
-            data = response.json()
+            data = answer.json()
         except ValueError:
-            data = response.text[:300]
-        self.answers.append(Answer(started, step, response.status_code, time.monotonic() - started, data))
-        return data if 200 <= response.status_code < 300 else None
+            data = answer.text[:300]
+        self.answers.append(Answer(started, step, answer.status, time.monotonic() - started, data))
+        return data if 200 <= answer.status < 300 else None
 
     def run(self) -> None:
-        try:
-            while not self.stop.is_set() and time.monotonic() < self.deadline:
-                if not self.turn():
-                    time.sleep(BACKOFF_S)
-        finally:
-            self.http.close()
+        while not self.stop.is_set() and time.monotonic() < self.deadline:
+            if not self.turn():
+                time.sleep(BACKOFF_S)
 
     def turn(self) -> bool:
         """One turn; False at the first failed step (the runtime starts over with a new message)."""
@@ -253,13 +251,13 @@ def restart(data_dir: Path) -> None:
 def read_ledgers(base_url: str, secret: str, clients: list[Client]) -> dict[int, list[int]]:
     """Each acknowledged turn's ledger, read back through the API: turn id -> revision ids."""
     ledgers: dict[int, list[int]] = {}
-    with requests.Session() as http:
-        http.headers["Authorization"] = f"Bearer {secret}"
-        for client in clients:
-            for turn_id in client.acknowledged.memories:
-                response = http.get(f"{base_url}/api/v1/turns/{turn_id}/ledger", timeout=REQUEST_TIMEOUT_S)
-                operations = response.json().get("operations", []) if response.status_code == 200 else []
-                ledgers[turn_id] = [int(op["id"].split(":")[1], 16) for op in operations if op["id"]]
+    for client in clients:
+        for turn_id in client.acknowledged.memories:
+            answer = http_client.call(
+                base_url, "GET", f"/api/v1/turns/{turn_id}/ledger", timeout=REQUEST_TIMEOUT_S, secret=secret
+            )
+            operations = answer.json().get("operations", []) if answer.status == 200 else []
+            ledgers[turn_id] = [int(op["id"].split(":")[1], 16) for op in operations if op["id"]]
     return ledgers
 
 

@@ -56,8 +56,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
         A server that ends a connection says so on its socket: a restart or a terminated backend sends
         an error message and closes, an idle timeout closes; an idle connection the server still serves
-        has nothing to read. So a connection that psycopg found closed or broken, that is not idle (or
-        idle in a transaction), or whose socket has anything to read is not reused, and the request
+        has nothing to read. So a connection that psycopg found closed or broken, that is neither idle
+        nor idle in a transaction, or whose socket has anything to read is not reused, and the request
         opens a new one; anything unexpected waiting there costs a reconnection, never a failed
         request. As with ``SELECT 1``, a server that vanished without a word (a network partition) is
         found only by the request's first statement, which fails with 503 ``database_unavailable``;

@@ -112,8 +112,7 @@ class Scorer:
     confidence band (the reason is written by :func:`explain`, for the few items that are rendered).
 
     What does not depend on the candidate (the profile's weights, the requester, which relevance arms
-    ran) is worked out once: a recall scores some 200 candidates. The sum is taken feature by feature
-    in ``FEATURE_NAMES`` order, so a score does not depend on how it is computed.
+    ran) is worked out once: a recall scores some 200 candidates.
     """
 
     def __init__(self, *, query: RecallQuery, profile: str, project: str, arms_run: set[str], now: datetime) -> None:
@@ -158,31 +157,12 @@ class Scorer:
         scope = CARRIED_AFFINITY.get(candidate.portability, 0.3) if carried else 1.0
         utility = 1.0 / (1.0 + math.exp(-candidate.utility))
         penalty = min(1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0))
-        w = self.feature_weights
-        total = (
-            w[0] * match
-            + w[1] * subject
-            + w[2] * conversation
-            + w[3] * salience
-            + w[4] * confidence
-            + w[5] * reinforce
-            + w[6] * authority
-            + w[7] * scope
-            + w[8] * utility
-        )
+        features = (match, subject, conversation, salience, confidence, reinforce, authority, scope, utility, penalty)
+        total = 0.0
+        for weight, value in zip(self.feature_weights, features[:PENALTY], strict=True):
+            total += weight * value
         total -= self.weights.penalty * penalty
-        candidate.features = (
-            match,
-            subject,
-            conversation,
-            salience,
-            confidence,
-            reinforce,
-            authority,
-            scope,
-            utility,
-            penalty,
-        )
+        candidate.features = features
         candidate.score = round(total, 6)
         # The band reads the confidence feature, discounted for a carried belief.
         effective = confidence * CARRIED_CONFIDENCE.get(candidate.portability, 1.0) if carried else confidence

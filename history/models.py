@@ -66,14 +66,17 @@ def enqueue_index_work(target: str) -> pgtrigger.Trigger:
 
 
 def lineage_fold_trigger() -> pgtrigger.Trigger:
-    """Fold a reply's lineage into the reply as it is inserted (``engram_lineage_fold``, history/0010).
+    """Fold a reply's lineage into the reply as it is inserted (``engram_lineage_fold``, history/0012).
 
     The lineage rule of spec 003 is a recursive walk over a reply's provenance with hard caps. Every
     input of that walk except the destination is immutable: messages never change, so a reply's
     ancestors, their audiences, evidence and agents are fixed once the reply exists. The walk is
     therefore run once, here, and what it found is stored with the reply: the distinct audiences of
     its ancestors (``unknown`` for a missing, foreign or unauthenticated ancestor, or when the caps
-    overflow), their conversations and the revisions they used. The parts that can still change are
+    overflow), their conversations and the revisions they used. Since every earlier reply carries its
+    own fold, a new reply's fold is its sources' columns joined with their folds; only the distinct
+    ancestors are counted for the caps, through the replies among them (a source reply whose fold is
+    ``unknown`` makes this one ``unknown``). The parts that can still change are
     checked at every read by ``engram_reply_lineage_allows`` (memory/0015):
     the destination, whether those conversations still exist (deletion on request), and the revisions
     with their live grants.
@@ -219,6 +222,8 @@ class Message(AudienceColumns):
             models.Index(fields=["conversation", "created_at", "id"], name="message_conversation_time"),
             models.Index(fields=["agent", "created_at"], name="message_agent_time"),
             models.Index(fields=["actor", "conversation"], name="message_actor_conversation"),
+            # The replies among a lineage's ancestors, found without reading the inbound ones (the fold).
+            models.Index(fields=["id"], condition=Q(direction=MessageDirection.OUTBOUND), name="message_replies"),
         ]
         triggers = [
             protect_rows("append_only"),

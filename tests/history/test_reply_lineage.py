@@ -8,6 +8,7 @@ a rule that hid everything could not pass.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -306,3 +307,83 @@ def test_an_empty_revision_fold_on_a_reply_that_used_revisions_is_never_trusted(
     assert reply.lineage_revision_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
     assert room.visible(reply, room.alice_dm)
     assert not room.visible(reply, room.general)
+
+
+# --- the fold is built from the sources' own folds (history/0012) --------------------------------------
+
+
+def full_walk(message: Message) -> tuple[list[list[object]], list[int], list[int]]:
+    """What the walk over every ancestor (``engram_lineage_walk``) folds for ``message``'s provenance."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT w.audiences, w.conversation_ids, w.revision_ids FROM engram_lineage_walk(%s, %s, %s) w",
+            [message.agent_id, list(message.history_message_ids), list(message.memory_revision_ids)],
+        )
+        audiences, conversation_ids, revision_ids = cursor.fetchone()
+    return sorted(json.loads(audiences), key=str), list(conversation_ids), list(revision_ids)
+
+
+def test_a_fold_built_from_the_sources_folds_equals_the_walk_over_every_ancestor(room: Room) -> None:
+    """Replies citing replies, across a DM, a second DM and a channel, with memories at several depths:
+    each stored fold is what a walk over all of its ancestors finds."""
+    team_room = public_channel(room.connector, title="#team")
+    secret = room.say(room.alice_dm, room.alice, "I am interviewing elsewhere next week.")
+    plan = room.say(room.general, room.bob, "The release is on Thursday.")
+    private = room.remember(secret, "Interviewing elsewhere.")
+    public = room.remember(plan, "Release on Thursday.")
+    first = room.reply(room.alice_dm, "Good luck with the interviews.", history=[secret.pk], memory=[private])
+    second = room.reply(room.general, "Thursday it is.", history=[plan.pk, first.pk], memory=[public])
+    third = room.reply(room.alice_mobile_dm, "Both noted.", history=[first.pk, second.pk, secret.pk])
+    fourth = room.reply(team_room, "Summary.", history=[third.pk, plan.pk], memory=[public, private])
+    replies = [first, second, third, fourth]
+
+    for reply in replies:
+        reply.refresh_from_db()
+        folded = (sorted(reply.lineage_audiences, key=str), reply.lineage_conversation_ids, reply.lineage_revision_ids)
+        assert folded == full_walk(reply)
+    assert fourth.lineage_conversation_ids == sorted([room.alice_dm.pk, room.general.pk, room.alice_mobile_dm.pk])
+    assert fourth.lineage_revision_ids == sorted([private, public])
+    assert room.visible(third, room.alice_mobile_dm)
+    assert not room.visible(fourth, team_room)
+
+
+def test_a_reply_built_on_a_reply_of_unknown_lineage_is_of_unknown_lineage(room: Room) -> None:
+    """The first reply was built on a line that had no source evidence when the reply was stored: its
+    fold is unknown, and stays so. Evidence that arrives later does not make a reply built on that
+    reply disclosable; one built on the line itself, now authenticated, is."""
+    line = room.say(room.general, room.bob, "Lunch is at noon.", authenticated=False)
+    first = room.reply(room.general, "Noted: lunch at noon.", history=[line.pk])
+    first.refresh_from_db()
+    assert first.lineage_audiences == [["unknown", "", []]]
+
+    MessageSourceEvidence.objects.create(message=line, method=EvidenceMethod.CONNECTOR_SIGNED)
+    on_the_reply = room.reply(room.general, "As I said, noon.", history=[first.pk])
+    on_the_line = room.reply(room.general, "Lunch at noon, confirmed.", history=[line.pk])
+
+    on_the_reply.refresh_from_db()
+    assert on_the_reply.lineage_audiences == [["unknown", "", []]]
+    assert not room.visible(on_the_reply, room.general)
+    assert room.visible(on_the_line, room.general)
+
+
+def test_a_source_reply_stored_without_its_fold_sends_the_fold_to_the_full_walk(room: Room) -> None:
+    """A reply whose fold is empty although it has sources (stored before folds existed) is not taken
+    at its word: the reply built on it is folded by walking every ancestor, so it still names the DM
+    its source's source came from, and deleting that DM withholds it."""
+    secret = room.say(room.alice_dm, room.alice, "My badge number is 4471.")
+    first = room.reply(room.alice_mobile_dm, "Got it.", history=[secret.pk])
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE history_message SET lineage_audiences = '[]', lineage_conversation_ids = '{}' WHERE id = %s",
+            [first.pk],
+        )
+    second = room.reply(room.alice_mobile_dm, "Your badge is ready.", history=[first.pk])
+
+    second.refresh_from_db()
+    assert second.lineage_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
+    assert second.lineage_conversation_ids == sorted([room.alice_dm.pk, room.alice_mobile_dm.pk])
+    assert room.visible(second, room.alice_mobile_dm)
+    assert not room.visible(second, room.general)
+
+    conversation_delete(conversation=room.alice_dm)
+    assert not room.visible(second, room.alice_mobile_dm)

@@ -45,6 +45,7 @@ DECLARE
     source_count integer;
     denied boolean;
     unfolded boolean;
+    source_ids bigint[];
     ancestors bigint[];
     frontier bigint[];
 BEGIN
@@ -57,6 +58,7 @@ BEGIN
         RETURN;
     END IF;
 
+    source_ids := ARRAY(SELECT DISTINCT unnest(p_message_ids));
     -- The sources, each judged; a source reply adds its stored fold (its own ancestors).
     WITH source AS MATERIALIZED (
         SELECT h.id, h.agent_id, h.conversation_id, h.history_message_ids, h.memory_revision_ids,
@@ -64,7 +66,7 @@ BEGIN
                h.lineage_audiences, h.lineage_conversation_ids, h.lineage_revision_ids,
                EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = h.id) AS evidenced
         FROM history_message h
-        WHERE h.id = ANY (p_message_ids)
+        WHERE h.id = ANY (source_ids)
     )
     SELECT count(*),
            coalesce(bool_or(
@@ -93,8 +95,8 @@ BEGIN
 
     -- The distinct ancestors, counted for the caps: every source, and the sources of each reply among
     -- them, level by level through the index of replies (inbound messages have no sources).
-    ancestors := ARRAY(SELECT DISTINCT unnest(p_message_ids));
-    frontier := ancestors;
+    ancestors := source_ids;
+    frontier := source_ids;
     WHILE NOT denied AND cardinality(frontier) > 0 AND cardinality(ancestors) <= 5000 LOOP
         frontier := ARRAY(
             SELECT parent FROM history_message h CROSS JOIN LATERAL unnest(h.history_message_ids) AS parent
@@ -105,7 +107,7 @@ BEGIN
     END LOOP;
 
     IF denied
-       OR source_count <> cardinality(ARRAY(SELECT DISTINCT unnest(p_message_ids)))
+       OR source_count <> cardinality(source_ids)
        OR cardinality(ancestors) > 5000
        OR cardinality(ancestors) + cardinality(revision_ids) + cardinality(p_revision_ids) > 5000 THEN
         audiences := '[["unknown", "", []]]';

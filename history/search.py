@@ -55,16 +55,7 @@ TURN_EVIDENCE_CEILING = 400
 CANDIDATE_CAP = 200
 #: Lexical matches are read from the sidecar best ``ts_rank`` first and judged as they are read
 #: (eligibility, exclusions, filters); the scan stops once ``CANDIDATE_CAP`` are eligible or the
-#: matches run out. It reads ``FIRST_SCAN`` matches first: in a room everyone reads, about all of them.
-#: Every match read is judged (for the exclusion counts, which hold up to the scan's end).
-FIRST_SCAN = CANDIDATE_CAP
-#: A further read is sized from the share of matches found eligible so far (a narrow perspective, a
-#: direct message say, keeps a fraction of them), with this margin, so one more read usually fills the
-#: pool; a scan that has found nothing eligible reads ten times as many. A read is at least
-#: ``MIN_SCAN_STEP`` matches, and after ``MAX_SCAN_STEPS`` the last read takes every remaining match.
-WIDENING_MARGIN = 1.25
-MIN_SCAN_STEP = 50
-MAX_SCAN_STEPS = 4
+#: matches run out. Every match read is judged (for the exclusion counts, which hold up to the scan's end).
 RECENCY_DAYS = 90.0
 #: How many of the current conversation's latest messages count as "the window already loaded".
 CURRENT_WINDOW = 30
@@ -409,89 +400,88 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
     return Filters(sql="".join(f" AND {s}" for s in sql), params=params, described=described)
 
 
-#: The sidecar's matches, best ``ts_rank`` first (ties by id), each judged as it is fetched. The ranking
-#: is computed once, by the inner sort; the lateral join that judges a match is evaluated only for the
-#: rows a ``FETCH`` reaches, in that order, so widening the scan costs only the matches it adds. The
-#: cursor is declared and first read in one round trip, and closes with its transaction.
+#: The sidecar's matches, best ``ts_rank`` first (ties by id), each judged in that order, and only the
+#: eligible ones returned, each with the running count of every verdict up to it; the last match is
+#: returned too, whatever its verdict, so that a scan that runs out of matches carries its totals. The
+#: ranking is computed once, by the inner sort, and each verdict once (``OFFSET 0`` keeps the judging
+#: subquery whole, so the counts read its verdict rather than repeat it). Every step above the sort
+#: streams (a lateral join judging one match at a time, a window of running counts, a filter), so the
+#: ``LIMIT`` stops the judging at the ``q_cap``-th eligible match: a scan that passes thousands of
+#: matches the destination may not read sends only what it keeps. It is read through a cursor, declared
+#: and read in one round trip: PostgreSQL plans a cursor for its first rows and never runs one in
+#: parallel. As a plain statement the sort drew parallel workers, and a turn cost the database server
+#: more CPU than the widening scan it replaced (``bench_turn``: 63-67 against 59-60 ms a turn).
 _SCAN = """
 DECLARE {cursor} NO SCROLL CURSOR FOR
-SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex, judged.verdict
+SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}
 FROM (
-    SELECT d.message_id, {lexical_rank} AS lex
-    FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
-    WHERE {terms_match}
-    ORDER BY lex DESC, d.message_id DESC
-    OFFSET 0
-) matches
-CROSS JOIN LATERAL (
-    SELECT m.conversation_id, m.actor_id, m.created_at, {verdict} AS verdict
-    FROM {owned}
-    WHERE m.id = matches.message_id AND m.agent_id = %(el_agent)s{structural}
-) judged
-ORDER BY matches.lex DESC, matches.message_id DESC;
-FETCH FORWARD {first} FROM {cursor}
+    SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex,
+           judged.verdict, {counted}, lead(matches.message_id) OVER scan IS NULL AS last
+    FROM (
+        SELECT d.message_id, {lexical_rank} AS lex
+        FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
+        WHERE {terms_match}
+        ORDER BY lex DESC, d.message_id DESC
+        OFFSET 0
+    ) matches
+    CROSS JOIN LATERAL (
+        SELECT m.conversation_id, m.actor_id, m.created_at, {verdict} AS verdict
+        FROM {owned}
+        WHERE m.id = matches.message_id AND m.agent_id = %(el_agent)s{structural}
+        OFFSET 0
+    ) judged
+    WINDOW scan AS (ORDER BY matches.lex DESC, matches.message_id DESC ROWS UNBOUNDED PRECEDING)
+) judged_in_order
+WHERE verdict = 'eligible' OR last
+ORDER BY lex DESC, message_id DESC
+LIMIT %(q_cap)s;
+FETCH ALL FROM {cursor}
 """
 #: Names the scans of one process apart (a transaction may hold several, each until it ends).
 _scan_numbers = itertools.count()
+#: The verdicts a scan counts, in the order its rows carry their running counts.
+SCAN_VERDICTS = (*EXCLUSION_RULES, "eligible")
 
 
 def _pool_and_counts(
     eligible: EligibleMessages, structural: str, params: dict[str, Any]
 ) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
-    """The ranked eligible pool and the exclusion counts, from a scan of the sidecar's best matches.
+    """The ranked eligible pool and the exclusion counts, from one scan of the sidecar's best matches.
 
     Every match the scan reaches is judged by the search's own predicates in order (already in
     context, no evidence, audience, lineage); only those judged eligible can enter the pool. The scan
-    reads the ranking (best ``ts_rank`` first, ties by id) through a cursor, ``FIRST_SCAN`` matches
-    first, and reads further while the pool is short and the sidecar has more matches, so the pool
-    and counts are those of one scan of the prefix it reached.
+    reads the ranking (best ``ts_rank`` first, ties by id) until ``CANDIDATE_CAP`` matches are
+    eligible or the matches run out, so the pool and counts are those of the prefix it reached.
     """
     verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
     verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
     verdict += " ELSE 'eligible' END"
-    name = f"history_scan_{next(_scan_numbers)}"
     sql = _SCAN.format(
-        cursor=name,
-        first=FIRST_SCAN,
+        running=", ".join(f"n_{name}" for name in SCAN_VERDICTS),
+        counted=", ".join(
+            f"count(*) FILTER (WHERE judged.verdict = '{name}') OVER scan AS n_{name}" for name in SCAN_VERDICTS
+        ),
         lexical_rank=LEXICAL_RANK,
         terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
         verdict=verdict,
         owned=eligible.owned(),
         structural=structural,
+        cursor=f"history_scan_{next(_scan_numbers)}",
     )
-    pool: list[tuple[Any, ...]] = []
-    counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
-    scanned = 0
     # A cursor lives in a transaction: the caller's, or one of its own.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(sql, params)
-        cursor.nextset()  # the first FETCH's rows
-        size = FIRST_SCAN
-        for step in range(1, MAX_SCAN_STEPS + 1):
-            if step > 1:
-                size = widening(scanned, counts["eligible"])
-                cursor.execute(f"FETCH {'ALL' if step == MAX_SCAN_STEPS else f'FORWARD {size}'} FROM {name}")
-            rows = cursor.fetchall()
-            scanned += len(rows)
-            for message_id, conversation_id, actor_id, created_at, lex, verdict_of in rows:
-                counts[verdict_of] += 1
-                if verdict_of == "eligible":
-                    pool.append((message_id, conversation_id, actor_id, created_at, lex))
-            if len(pool) >= CANDIDATE_CAP or len(rows) < size:
-                break  # the pool is full, or the scan reached the last match
+        cursor.nextset()  # the FETCH's rows
+        rows = cursor.fetchall()
+    # The last row read carries the counts of the whole prefix: its CANDIDATE_CAP-th eligible
+    # match, or the last match of all.
+    counts = dict(zip(SCAN_VERDICTS, rows[-1][6:], strict=True)) if rows else dict.fromkeys(SCAN_VERDICTS, 0)
+    pool = [row[:5] for row in rows if row[5] == "eligible"]
     # Best rank, then newest, then lowest id.
     pool.sort(key=lambda row: row[0])
     pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
-    ranked = [row[:4] for row in pool[:CANDIDATE_CAP]]
+    ranked = [row[:4] for row in pool]
     return ranked, counts
-
-
-def widening(scanned: int, eligible: int) -> int:
-    """The next step of a scan that judged ``scanned`` matches and found ``eligible`` of them (fewer
-    than the cap): enough, at the yield so far and with a margin, to fill the pool."""
-    if eligible == 0:
-        return 10 * scanned
-    return max(MIN_SCAN_STEP, math.ceil((CANDIDATE_CAP - eligible) * scanned / eligible * WIDENING_MARGIN))
 
 
 #: Each side's messages are read from the conversation's time index nearest first, and eligibility is

@@ -1,6 +1,6 @@
 """History search's lexical scan: it reads the sidecar's matches best first, judging each, until the
-pool is full or the matches run out. Small caps stand in for the production ones (a pool of 200),
-so that a few messages exercise every step of the scan."""
+pool is full or the matches run out. A small cap stands in for the production one (a pool of 200),
+so that a few messages exercise every way the scan ends."""
 
 from __future__ import annotations
 
@@ -38,8 +38,6 @@ class Room(Speaks):
 @pytest.fixture
 def room(monkeypatch: pytest.MonkeyPatch) -> Room:
     monkeypatch.setattr(search, "CANDIDATE_CAP", 3)
-    monkeypatch.setattr(search, "FIRST_SCAN", 3)
-    monkeypatch.setattr(search, "MIN_SCAN_STEP", 1)
     agent = AgentFactory.create()
     connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
     alice, bob = (ActorFactory.create(connector=connector, display_name=n) for n in ("Alice", "Bob"))
@@ -59,7 +57,7 @@ def counts(result: HistoryResult) -> dict[str, int]:
 
 def test_eligible_matches_ranked_below_many_ineligible_ones_are_still_reached(room: Room) -> None:
     """Bob's direct messages outrank Alice's for the query, and none of them is Alice's to see: the
-    first reads find nothing eligible, and the scan widens until it reaches hers."""
+    scan passes all twelve, counting each, until it reaches hers."""
     for n in range(12):
         room.say(room.bob_dm, room.bob, f"Lighthouse lighthouse lighthouse keeper notes, part {n}.")
     alices = [
@@ -88,3 +86,18 @@ def test_a_scan_that_runs_out_of_matches_keeps_what_it_found(room: Room) -> None
     result = room.search(room.alice_dm, room.alice, "dentist appointment")
     assert sorted(hit.message.message_id for hit in result.hits) == sorted(m.pk for m in mine)
     assert counts(result)["audience"] == 2
+
+
+def test_the_scan_stops_at_the_match_that_fills_the_pool(room: Room) -> None:
+    """Ranked best first: two public notes, one of Bob's direct messages, a third public note, then
+    another of Bob's. The scan counts the direct message it passed on the way to its third eligible
+    match, and never reaches the one below that match."""
+    bob_below = room.say(room.bob_dm, room.bob, "Beacon.")
+    public = [room.say(room.general, room.bob, "Beacon beacon beacon check.") for _ in range(2)]
+    room.say(room.bob_dm, room.bob, "Beacon beacon.")
+    public.append(room.say(room.general, room.bob, "Beacon."))
+    assert bob_below.pk < public[-1].pk  # equal ranks: the newer message is read first
+    result = room.search(room.alice_dm, room.alice, "beacon", limit=3)
+    assert sorted(hit.message.message_id for hit in result.hits) == sorted(m.pk for m in public)
+    assert counts(result)["audience"] == 1
+    assert counts(result)["below_cutoff"] == 0

@@ -488,7 +488,7 @@ class Question:
 
 #: How each statement the service runs is recognised in a capture, first match wins.
 STATEMENT_LABELS = (
-    ("history_scan", "lexical scan (cursor: declare, fetches, close)"),
+    ("judged_in_order", "lexical scan"),
     ("hit AS (SELECT em.* FROM em", "hydrate hits"),
     ("WITH em AS", "neighbours"),
     ("AS c(id) WHERE EXISTS", "requester spoke in"),

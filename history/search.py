@@ -409,8 +409,8 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
 #: ``LIMIT`` stops the judging at the ``q_cap``-th eligible match: a scan that passes thousands of
 #: matches the destination may not read sends only what it keeps. It is read through a cursor, declared
 #: and read in one round trip: PostgreSQL plans a cursor for its first rows and never runs one in
-#: parallel. As a plain statement the sort drew parallel workers, and a turn cost the database server
-#: more CPU than the widening scan it replaced (``bench_turn``: 63-67 against 59-60 ms a turn).
+#: parallel. As a plain statement its sort draws parallel workers, whose start costs the server more CPU
+#: than they save (``bench_turn``: 63-67 ms of PostgreSQL CPU a turn, against 55-58 ms through the cursor).
 _SCAN = """
 DECLARE {cursor} NO SCROLL CURSOR FOR
 SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}

@@ -101,3 +101,13 @@ def test_the_scan_stops_at_the_match_that_fills_the_pool(room: Room) -> None:
     assert sorted(hit.message.message_id for hit in result.hits) == sorted(m.pk for m in public)
     assert counts(result)["audience"] == 1
     assert counts(result)["below_cutoff"] == 0
+
+
+def test_the_last_match_is_counted_but_kept_out_of_the_pool_when_ineligible(room: Room) -> None:
+    """The scan runs out of matches on one of Bob's direct messages: it carries the scan's totals, and
+    takes no place in the pool, although the query names Bob and would rank his message first."""
+    mine = room.say(room.alice_dm, room.alice, "Harbour harbour harbour tour booked.")
+    room.say(room.bob_dm, room.bob, "Harbour.")
+    result = room.search(room.alice_dm, room.alice, "harbour Bob", limit=1)
+    assert [hit.message.message_id for hit in result.hits] == [mine.pk]
+    assert counts(result)["audience"] == 1

@@ -89,16 +89,16 @@ def test_a_scan_that_runs_out_of_matches_keeps_what_it_found(room: Room) -> None
 
 
 def test_the_scan_stops_at_the_match_that_fills_the_pool(room: Room) -> None:
-    """Ranked best first: two public notes, one of Bob's direct messages, a third public note, then
-    another of Bob's. The scan counts the direct message it passed on the way to its third eligible
+    """Ranked best first: two notes in the team channel, one of Bob's direct messages, a third channel
+    note, then another of Bob's. The scan counts the direct message it passed on the way to its third eligible
     match, and never reaches the one below that match."""
     bob_below = room.say(room.bob_dm, room.bob, "Beacon.")
-    public = [room.say(room.general, room.bob, "Beacon beacon beacon check.") for _ in range(2)]
+    channel_notes = [room.say(room.general, room.bob, "Beacon beacon beacon check.") for _ in range(2)]
     room.say(room.bob_dm, room.bob, "Beacon beacon.")
-    public.append(room.say(room.general, room.bob, "Beacon."))
-    assert bob_below.pk < public[-1].pk  # equal ranks: the newer message is read first
+    channel_notes.append(room.say(room.general, room.bob, "Beacon."))
+    assert bob_below.pk < channel_notes[-1].pk  # equal ranks: the newer message is read first
     result = room.search(room.alice_dm, room.alice, "beacon", limit=3)
-    assert sorted(hit.message.message_id for hit in result.hits) == sorted(m.pk for m in public)
+    assert sorted(hit.message.message_id for hit in result.hits) == sorted(m.pk for m in channel_notes)
     assert counts(result)["audience"] == 1
     assert counts(result)["below_cutoff"] == 0
 

@@ -601,12 +601,15 @@ def _current_window(turn: Turn | None) -> set[int]:
     if turn is None:
         return set()
     with connection.cursor() as cursor:
+        # The inbound message's place is read by scalar subqueries, so the conversation is a constant
+        # of the scan and its time index is read backwards from that place, CURRENT_WINDOW entries
+        # deep. As a join the planner sorted every earlier message of the conversation instead.
         cursor.execute(
-            "SELECT m.id FROM history_message m, history_message inbound WHERE inbound.id = %s"
-            " AND m.conversation_id = inbound.conversation_id"
-            " AND (m.created_at, m.id) <= (inbound.created_at, inbound.id)"
-            " ORDER BY m.created_at DESC, m.id DESC LIMIT %s",
-            [turn.inbound_message_id, CURRENT_WINDOW],
+            "SELECT m.id FROM history_message m"
+            " WHERE m.conversation_id = (SELECT conversation_id FROM history_message WHERE id = %(inbound)s)"
+            " AND (m.created_at, m.id) <= (SELECT created_at, id FROM history_message WHERE id = %(inbound)s)"
+            " ORDER BY m.created_at DESC, m.id DESC LIMIT %(window)s",
+            {"inbound": turn.inbound_message_id, "window": CURRENT_WINDOW},
         )
         return {row[0] for row in cursor.fetchall()}
 

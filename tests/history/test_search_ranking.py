@@ -12,10 +12,17 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent
-from history.models import Conversation, EvidenceMethod, Message
-from history.search import POLICY_VERSION, WEIGHTS, HistoryQuery, HistoryResult, search_history
+from history.models import Conversation, EvidenceMethod, Message, Session, Turn
+from history.search import (
+    CURRENT_WINDOW,
+    POLICY_VERSION,
+    WEIGHTS,
+    HistoryQuery,
+    HistoryResult,
+    search_history,
+)
 from history.services import message_ingest
-from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
+from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation, perspective_for_turn
 from memory.retrieval.providers import ArmHit
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
 
@@ -166,3 +173,36 @@ def test_semantic_only_search_returns_provider_candidates_that_eligibility_admit
     assert found(result) == [said.pk]
     assert hidden.pk not in result.message_ids
     assert found(room.search("deploy freeze", lexical=False)) == []
+
+
+def test_only_the_latest_messages_before_the_one_answered_count_as_the_loaded_window(room: Room) -> None:
+    """In a turn, a match among the conversation's latest ``CURRENT_WINDOW`` messages up to the inbound
+    one is demoted as already in the prompt; one message further back, or in another conversation, is not."""
+    start = timezone.now() - timedelta(days=1)
+    oldest = room.say(room.alice, "The harbour ferry leaves at nine.", at=start)
+    edge = room.say(room.bob, "The harbour ferry leaves at ten now.", at=start + timedelta(minutes=1))
+    for minute in range(2, CURRENT_WINDOW - 1):
+        room.say(room.carol, f"Filler line {minute}.", at=start + timedelta(minutes=minute))
+    recent = room.say(room.alice, "Harbour ferry tickets are sold out.", at=start + timedelta(minutes=CURRENT_WINDOW))
+    elsewhere = room.say(
+        room.bob, "The harbour ferry was late.", at=start + timedelta(minutes=5), conversation=room.random
+    )
+    inbound = room.say(room.carol, "When does the ferry leave?", at=start + timedelta(minutes=CURRENT_WINDOW + 1))
+    turn = Turn(
+        agent=room.agent,
+        session=Session.objects.create(agent=room.agent, conversation=room.general),
+        inbound_message=inbound,
+        requester=room.carol,
+    )
+    turn.set_audience(room.general.audience)
+    turn.save()
+
+    result = search_history(
+        perspective=perspective_for_turn(turn),
+        query=HistoryQuery(text="harbour ferry", limit=10),
+        turn=turn,
+        providers=(),
+    )
+    # The window is the inbound message and the 29 before it: ``edge`` is the last of them, ``oldest`` is not.
+    windowed = {m.pk: components(result, m)["current_window"] for m in (oldest, edge, recent, elsewhere)}
+    assert windowed == {oldest.pk: 0.0, edge.pk: 1.0, recent.pk: 1.0, elsewhere.pk: 0.0}

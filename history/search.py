@@ -384,7 +384,8 @@ def _resolve_filters(perspective: Perspective, query: HistoryQuery, requester_id
     if query.connector:
         kind, _, name = query.connector.partition(":")
         sql.append(
-            "c.connector_id IN (SELECT id FROM accounts_connector WHERE type = %(f_ctype)s AND name = %(f_cname)s)"
+            "(SELECT cv.connector_id FROM history_conversation cv WHERE cv.id = m.conversation_id)"
+            " IN (SELECT id FROM accounts_connector WHERE type = %(f_ctype)s AND name = %(f_cname)s)"
         )
         params.update(f_ctype=kind, f_cname=name)
         described["connector"] = query.connector
@@ -427,7 +428,7 @@ FROM (
     CROSS JOIN LATERAL (
         SELECT m.conversation_id, m.actor_id, m.created_at, {verdict} AS verdict
         FROM {owned}
-        WHERE m.id = matches.message_id AND m.agent_id = %(el_agent)s{structural}
+        WHERE m.id = matches.message_id AND {ownership}{structural}
         OFFSET 0
     ) judged
     WINDOW scan AS (ORDER BY matches.lex DESC, matches.message_id DESC ROWS UNBOUNDED PRECEDING)
@@ -465,6 +466,7 @@ def _pool_and_counts(
         terms_match=agent_terms_match("%(el_agent)s", "%(q_text)s"),
         verdict=verdict,
         owned=eligible.owned(),
+        ownership=eligible.ownership(),
         structural=structural,
         cursor=f"history_scan_{next(_scan_numbers)}",
     )

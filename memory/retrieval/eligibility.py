@@ -245,7 +245,7 @@ class EligibleRevisions:
 
 
 #: Columns every eligible message exposes (``em.<name>``).
-MESSAGE_COLUMNS = "m.id AS message_id, m.conversation_id, m.actor_id, m.direction, m.body, m.created_at, c.connector_id"
+MESSAGE_COLUMNS = "m.id AS message_id, m.conversation_id, m.actor_id, m.direction, m.body, m.created_at"
 
 
 @dataclass(frozen=True)
@@ -263,8 +263,20 @@ class EligibleMessages:
 
     @staticmethod
     def owned() -> str:
-        """FROM clause binding each message to the agent through its conversation (the perspective)."""
-        return "history_message m JOIN history_conversation c ON c.id = m.conversation_id AND c.agent_id = %(el_agent)s"
+        """The FROM clause: the messages, aliased ``m``. Every reader narrows it by :meth:`ownership`
+        (part of :meth:`predicate`) before any other rule."""
+        return "history_message m"
+
+    @staticmethod
+    def ownership() -> str:
+        """The message is the agent's and so is its conversation (the perspective); a message whose
+        conversation is missing fails closed. The conversation is read by a scalar subquery, one probe
+        per message: every reader judges messages one by one (a scan's matches, a hit's neighbours, a
+        list of ids), and as a join the planner rebuilt a hash of the agent's conversations for each."""
+        return (
+            "m.agent_id = %(el_agent)s AND "
+            "(SELECT c.agent_id FROM history_conversation c WHERE c.id = m.conversation_id) = %(el_agent)s"
+        )
 
     @staticmethod
     def rules() -> list[tuple[str, str]]:
@@ -289,7 +301,7 @@ class EligibleMessages:
         ]
 
     def predicate(self) -> str:
-        return " AND ".join(["m.agent_id = %(el_agent)s", *(condition for _, condition in self.rules())])
+        return " AND ".join([self.ownership(), *(condition for _, condition in self.rules())])
 
     def sql(self) -> str:
         """``SELECT <MESSAGE_COLUMNS> FROM ... WHERE <every rule>``; alias it ``em``."""

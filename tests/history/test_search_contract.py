@@ -114,6 +114,34 @@ def test_another_actor_asking_the_same_never_gets_the_first_actors_dm_at_any_sim
     assert event.exclusion_counts["audience"] == 1
 
 
+def test_another_agents_public_message_never_surfaces_even_when_a_provider_proposes_it(room: Room) -> None:
+    """Another agent of the same workspace heard the same words in its own public channel. A provider
+    proposing that message (and its whole conversation, as neighbours) cannot bring it into this agent's
+    results: a message counts only when it and its conversation are the searching agent's."""
+    other_agent = AgentFactory.create(tenant=room.agent.tenant)
+    other_connector = ConnectorFactory.create(agent=other_agent, type="slack", name="acme")
+    other_alice = ActorFactory.create(connector=other_connector, display_name="Alice")
+    other_general = public_channel(other_connector, title="#general")
+    theirs = room.say(other_general, other_alice, "The deploy freeze starts on Friday.")
+    room.say(other_general, other_alice, "And it ends on Monday.")
+    ours = room.say(room.general, room.alice, "The deploy freeze starts on Friday.")
+
+    class ProposesEverything:
+        name = "semantic"
+        in_database = True
+
+        def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
+            return [ArmHit("semantic", m.pk, 1, 1.0) for m in Message.objects.filter(pk__in=[theirs.pk, ours.pk])]
+
+    result = search_history(
+        perspective=perspective_for_conversation(room.general, requester_id=room.alice.pk),
+        query=HistoryQuery(text="deploy freeze"),
+        providers=[ProposesEverything()],
+    )
+    assert found(result) == [ours.pk]
+    assert set(result.message_ids) == {ours.pk}
+
+
 def test_a_public_channel_exchange_both_actors_took_part_in_is_found_by_both(room: Room) -> None:
     question = room.say(room.general, room.alice, "Should the billing retry limit be five?")
     answer = room.say(room.general, room.bob, "Yes, five retries for billing, then alert.")

@@ -529,7 +529,11 @@ class RecallTrace(AudienceColumns):
     """
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, blank=True, related_name="traces")
+    # Indexed with ``moment`` (``trace_session_moment``): a turn reads its session's snapshot trace among
+    # all of the session's traces, two a turn, so the lookup must not grow with the session.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, null=True, blank=True, related_name="traces", db_index=False
+    )
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="traces")
     moment = models.CharField(max_length=16, choices=RecallMoment.choices)
     profile = models.CharField(max_length=16)
@@ -557,7 +561,10 @@ class RecallTrace(AudienceColumns):
             audience_shape_constraint("recall_trace", destination_only=True),
             choices_constraint("trace_moment_valid", "moment", RecallMoment),
         ]
-        indexes = [models.Index(fields=["agent", "created_at"], name="trace_agent_time")]
+        indexes = [
+            models.Index(fields=["agent", "created_at"], name="trace_agent_time"),
+            models.Index(fields=["session", "moment"], name="trace_session_moment"),
+        ]
 
 
 class RecallTraceItem(models.Model):

@@ -116,12 +116,14 @@ def turn_recall(
 
 #: The session snapshot's items whose entry has been forgotten or moved to another revision since, with
 #: the entry's state and its current revision's recording time (fixed text, read at every turn start).
+#: The snapshot trace is found through the (session, moment) index; ``OFFSET 0`` keeps the planner from
+#: answering ``ORDER BY id LIMIT 1`` by walking the primary key past every other trace of the table.
 SNAPSHOT_CHANGES_SQL = (
     "SELECT i.revision_id, e.status, e.forgotten_at, e.current_revision_id, r.recorded_at"
     " FROM memory_recalltraceitem i JOIN memory_memoryentry e ON e.id = i.entry_id"
     " LEFT JOIN memory_memoryrevision r ON r.id = e.current_revision_id"
-    " WHERE i.trace_id = (SELECT t.id FROM memory_recalltrace t"
-    " WHERE t.session_id = %(session_id)s AND t.moment = ANY(%(moments)s::text[]) ORDER BY t.id LIMIT 1)"
+    " WHERE i.trace_id = (SELECT s.id FROM (SELECT t.id FROM memory_recalltrace t"
+    " WHERE t.session_id = %(session_id)s AND t.moment = ANY(%(moments)s::text[]) OFFSET 0) s ORDER BY s.id LIMIT 1)"
     " AND (e.status = %(forgotten)s OR e.current_revision_id IS DISTINCT FROM i.revision_id)"
     " ORDER BY i.revision_id"
 )

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
-from config.rows import fetch_one
+from config.rows import fetch_all, fetch_one, select_list
 from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 from memory.embeddings.index import notify_indexer
@@ -202,6 +202,18 @@ def messages_ingest_batch(*, agent: RuntimeAgent, items: list[IngestItem]) -> li
             )
         return connectors[key]
 
+    def read_actors(connector: Connector, external_ids: list[str]) -> None:
+        """Read the connector's known actors among ``external_ids`` in one statement (a members room
+        names each of its readers), so :func:`actor_for` finds them without a query each."""
+        unread = sorted({e for e in external_ids if (connector.pk, e) not in actors})
+        if len(unread) < 2:
+            return
+        sql = f"SELECT {select_list(Actor, 'x')} FROM {Actor._meta.db_table} x"
+        for actor in fetch_all(
+            Actor, sql + " WHERE x.connector_id = %s AND x.external_id = ANY(%s::text[])", [connector.pk, unread]
+        ):
+            actors[(connector.pk, actor.external_id)] = actor
+
     def actor_for(connector: Connector, external_id: str, display_name: str | None) -> Actor:
         key = (connector.pk, external_id)
         actor = actors.get(key)
@@ -224,6 +236,7 @@ def messages_ingest_batch(*, agent: RuntimeAgent, items: list[IngestItem]) -> li
 
     for item in items:
         connector = connector_for(item)
+        read_actors(connector, [item.actor_external_id, *item.reader_external_ids])
         author = actor_for(connector, item.actor_external_id, item.actor_display_name)
         readers = [actor_for(connector, external_id, None).pk for external_id in item.reader_external_ids]
         audience = Audience(

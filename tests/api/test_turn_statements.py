@@ -59,3 +59,22 @@ def test_a_turn_takes_one_savepoint_the_ingest_guard_against_a_concurrent_duplic
     assert len(savepoints) == 1
     searched_on = {thread for thread, sql in statements if "history_conversationsearchevent" in sql}
     assert len(searched_on) == 1 and searched_on != {threading.current_thread().name}, "the search ran beside"
+
+
+def test_a_message_to_a_members_room_reads_its_known_people_in_one_statement(
+    statements: list[tuple[str, str]],
+) -> None:
+    """The author and every reader of a members room are actors the connector has seen; ingest reads
+    them together, not one statement each, and the message keeps exactly that audience."""
+    runtime = runtime_for(AgentFactory.create())
+    for person in ("U100", "U200", "U300"):
+        runtime.say("general", person, "Morning all")
+    leads = {"kind": "members", "readers": ["U100", "U200", "U300"]}
+    statements.clear()
+
+    runtime.say("leads", "U200", "The offsite moves to Lisbon.", audience=leads)
+
+    actor_reads = [sql for _, sql in statements if sql.startswith("SELECT") and "FROM accounts_actor x" in sql]
+    assert len(actor_reads) == 1
+    readers = {runtime.actor(person).pk for person in ("U100", "U200", "U300")}
+    assert set(runtime.conversation("leads").audience_readers) == readers

@@ -110,6 +110,13 @@ class RevisionOrigin(models.TextChoices):
     IMPORT = "import", "Import"
 
 
+#: An entry's current revision, if any, is one of its own revisions, of the same agent.
+CURRENT_REVISION_IS_OWN = (
+    "NEW.current_revision_id IS NULL OR EXISTS (SELECT 1 FROM memory_memoryrevision r"
+    " WHERE r.id = NEW.current_revision_id AND r.entry_id = NEW.id AND r.agent_id = NEW.agent_id)"
+)
+
+
 class MemoryEntry(models.Model):
     """The mutable handle of a memory: which revision is current, whether it is live, how useful it has
     been. Its content lives only in immutable revisions."""
@@ -139,10 +146,19 @@ class MemoryEntry(models.Model):
         triggers = [
             must_hold(
                 "current_revision_is_own",
-                "NEW.current_revision_id IS NULL OR EXISTS (SELECT 1 FROM memory_memoryrevision r"
-                " WHERE r.id = NEW.current_revision_id AND r.entry_id = NEW.id AND r.agent_id = NEW.agent_id)",
+                CURRENT_REVISION_IS_OWN,
                 "an entry''s current revision is one of its own",
-            )
+                operation=pgtrigger.Insert,
+            ),
+            # Checked again only when an update changes what the rule reads (revisions are immutable):
+            # every delivered reply moves the utility of the entries it was shown, some 40 rows.
+            must_hold(
+                "current_revision_stays_own",
+                CURRENT_REVISION_IS_OWN,
+                "an entry''s current revision is one of its own",
+                operation=pgtrigger.Update,
+                condition=pgtrigger.AnyChange("id", "agent", "current_revision"),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -60,7 +60,7 @@ def corpus(request: pytest.FixtureRequest, django_db_setup: None, django_db_bloc
             started = time.perf_counter()
             # The per-row "current revision is its own" trigger dominates a bulk load (about 1 ms a
             # row on the loader's UPDATE); the same rule is checked below, once, over the whole set.
-            with pgtrigger.ignore("memory.MemoryEntry:current_revision_is_own"):
+            with pgtrigger.ignore("memory.MemoryEntry:current_revision_stays_own"):
                 ensure_corpus(Spec(revisions=REVISIONS, agents=20, seed=11))
             loaded = time.perf_counter() - started
             with connection.cursor() as cursor:

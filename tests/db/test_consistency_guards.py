@@ -4,6 +4,7 @@ agrees with its parent, and an entry's current revision is one of its own."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -79,8 +80,16 @@ def test_an_entrys_current_revision_is_one_of_its_own() -> None:
     agent = AgentFactory.create()
     mine = make_revision(agent, audience=Audience.public())
     other = make_revision(agent, audience=Audience.public())
+    # Another entry's revision that no entry points at: only this rule stands in the way.
+    unclaimed = make_revision(
+        agent, audience=Audience.public(), entry=MemoryEntry.objects.get(pk=other.entry_id), make_current=False
+    )
     entry = MemoryEntry.objects.get(pk=mine.entry_id)
-    entry.current_revision = other
-    refused(entry.save)
+    for foreign in (other, unclaimed):
+        entry.current_revision = foreign
+        refused(entry.save)
+        refused(partial(MemoryEntry.objects.filter(pk=entry.pk).update, current_revision=foreign))
     entry.refresh_from_db()
     assert entry.current_revision_id == mine.pk
+    # An update that leaves the pointer alone is not judged again, and passes.
+    MemoryEntry.objects.filter(pk=entry.pk).update(utility=1.0)

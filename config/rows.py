@@ -42,12 +42,17 @@ def _shape(model: type[Model]) -> tuple[list[str], list[tuple[int, list[Converte
     return [field.attname for field in fields], converters
 
 
-def fetch_one(model: type[M], where: str, params: Sequence[Any], *, lock: bool = False) -> M | None:
-    """The one row of ``model`` (aliased ``x``) matching ``where``, or None; ``lock`` takes its row lock.
+def fetch_where(model: type[M], where: str, params: Sequence[Any], *, lock: bool = False) -> list[M]:
+    """The rows of ``model`` (aliased ``x``) matching ``where``; ``lock`` takes their row locks.
 
     ``where`` is a constant of the caller's, so the statement's text is the same on every call."""
     sql = f"SELECT {select_list(model, 'x')} FROM {model._meta.db_table} x WHERE {where}"
-    found = fetch_all(model, sql + (" FOR UPDATE" if lock else ""), params)
+    return fetch_all(model, sql + (" FOR UPDATE" if lock else ""), params)
+
+
+def fetch_one(model: type[M], where: str, params: Sequence[Any], *, lock: bool = False) -> M | None:
+    """The one row of ``model`` matching ``where`` (as :func:`fetch_where`), or None."""
+    found = fetch_where(model, where, params, lock=lock)
     return found[0] if found else None
 
 

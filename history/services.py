@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
-from config.rows import fetch_all, fetch_one, select_list
+from config.rows import fetch_one, fetch_where
 from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 from memory.embeddings.index import notify_indexer
@@ -202,32 +202,32 @@ def messages_ingest_batch(*, agent: RuntimeAgent, items: list[IngestItem]) -> li
             )
         return connectors[key]
 
+    #: Actors :func:`read_actors` looked for, found or not: one not found is created without a second look.
+    looked_up: set[tuple[int, str]] = set()
+
     def read_actors(connector: Connector, external_ids: list[str]) -> None:
         """Read the connector's known actors among ``external_ids`` in one statement (a members room
         names each of its readers), so :func:`actor_for` finds them without a query each."""
         unread = sorted({e for e in external_ids if (connector.pk, e) not in actors})
         if len(unread) < 2:
             return
-        sql = f"SELECT {select_list(Actor, 'x')} FROM {Actor._meta.db_table} x"
-        for actor in fetch_all(
-            Actor, sql + " WHERE x.connector_id = %s AND x.external_id = ANY(%s::text[])", [connector.pk, unread]
-        ):
+        where = "x.connector_id = %s AND x.external_id = ANY(%s::text[])"
+        for actor in fetch_where(Actor, where, [connector.pk, unread]):
             actors[(connector.pk, actor.external_id)] = actor
+        looked_up.update((connector.pk, external_id) for external_id in unread)
 
     def actor_for(connector: Connector, external_id: str, display_name: str | None) -> Actor:
         key = (connector.pk, external_id)
         actor = actors.get(key)
         if actor is None:
-            actor = (
-                fetch_one(Actor, "x.connector_id = %s AND x.external_id = %s", [connector.pk, external_id])
-                or (
-                    Actor.objects.get_or_create(
-                        connector=connector,
-                        external_id=external_id,
-                        defaults={"tenant_id": agent.tenant_id, "display_name": display_name or external_id},
-                    )[0]
-                )
-            )
+            if key not in looked_up:
+                actor = fetch_one(Actor, "x.connector_id = %s AND x.external_id = %s", [connector.pk, external_id])
+            if actor is None:
+                actor = Actor.objects.get_or_create(
+                    connector=connector,
+                    external_id=external_id,
+                    defaults={"tenant_id": agent.tenant_id, "display_name": display_name or external_id},
+                )[0]
             actors[key] = actor
         if display_name and actor.display_name != display_name:
             actor.display_name = display_name  # a rename changes rendering, never stored text

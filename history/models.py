@@ -82,9 +82,11 @@ def lineage_fold_trigger() -> pgtrigger.Trigger:
     with their live grants.
 
     Revisions never change either, so the distinct audiences of every revision the reply and its
-    ancestors used are folded too (``engram_revision_audiences``; a missing or foreign revision folds
-    to ``unknown``). A read that finds every one of them admitting the destination, and none of those
-    revisions deleted since (``memory.DeletedRevision``), needs no grant and no per-revision check;
+    ancestors used are folded too (a missing or foreign revision folds to ``unknown``), and, like the
+    rest of the fold, from the sources' own (``engram_lineage_revision_audiences``, history/0013): the
+    reply's own revisions are read, its ancestors' audiences come with its source replies. A read that
+    finds every one of them admitting the destination, and none of those revisions deleted since
+    (``memory.DeletedRevision``), needs no grant and no per-revision check;
     any other read judges each revision with its live grants, as before. A read therefore costs one
     check per distinct audience and conversation, plus one per revision only where an audience falls
     short, instead of a walk.
@@ -98,8 +100,8 @@ def lineage_fold_trigger() -> pgtrigger.Trigger:
         " SELECT f.audiences, f.conversation_ids, f.revision_ids"
         " INTO NEW.lineage_audiences, NEW.lineage_conversation_ids, NEW.lineage_revision_ids"
         " FROM engram_lineage_fold(NEW.agent_id, NEW.history_message_ids, NEW.memory_revision_ids) f;"
-        " NEW.lineage_revision_audiences :="
-        " engram_revision_audiences(NEW.agent_id, NEW.lineage_revision_ids || NEW.memory_revision_ids);"
+        " NEW.lineage_revision_audiences := engram_lineage_revision_audiences("
+        "NEW.agent_id, NEW.history_message_ids, NEW.lineage_revision_ids, NEW.memory_revision_ids);"
         " ELSE NEW.lineage_audiences := '[]'; NEW.lineage_conversation_ids := '{}'; NEW.lineage_revision_ids := '{}';"
         " NEW.lineage_revision_audiences := '[]';"
         " END IF; RETURN NEW;",

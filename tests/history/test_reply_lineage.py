@@ -265,6 +265,10 @@ def test_a_reply_built_on_a_memory_that_was_deleted_since_is_withheld(room: Room
     assert DeletedRevision.objects.filter(revision_id=address, agent_id=room.agent.pk).exists()
     assert not room.visible(reply, room.alice_mobile_dm)
     assert not room.visible(later, room.alice_mobile_dm)
+    # A reply built on them afterwards takes their folded audiences, which still admit the destination;
+    # the tombstone withholds it too.
+    after = room.reply(room.alice_mobile_dm, "Still that one.", history=[later.pk])
+    assert not room.visible(after, room.alice_mobile_dm)
 
 
 def test_a_revision_its_audience_does_not_admit_is_still_admitted_by_a_live_grant(room: Room) -> None:
@@ -307,6 +311,46 @@ def test_an_empty_revision_fold_on_a_reply_that_used_revisions_is_never_trusted(
     assert reply.lineage_revision_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
     assert room.visible(reply, room.alice_dm)
     assert not room.visible(reply, room.general)
+
+
+def test_a_replys_revision_audiences_are_folded_from_its_source_replies(room: Room) -> None:
+    """history/0013: the audiences of the revisions a reply's ancestors used come from its source
+    replies' folds, joined with those of the revisions it used itself."""
+    private = room.remember(room.say(room.alice_dm, room.alice, "I am allergic to penicillin."), "Allergic.")
+    public = room.remember(room.say(room.general, room.bob, "Standup moves to 9:30."), "Standup is at 9:30.")
+    first = room.reply(room.alice_dm, "Noted.", memory=[private])
+    second = room.reply(room.alice_mobile_dm, "And standup is at 9:30.", history=[first.pk], memory=[public])
+    # The first reply's fold is what the second one takes: rewritten here on the sanctioned path, it
+    # shows in the second reply's fold, so that fold was not read from the revisions.
+    marker = ["members", room.connector.namespace, [room.alice.pk, room.bob.pk]]
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE history_message SET lineage_revision_audiences = %s WHERE id = %s", [json.dumps([marker]), first.pk]
+        )
+    third = room.reply(room.alice_mobile_dm, "As we said.", history=[second.pk, first.pk])
+
+    second.refresh_from_db()
+    third.refresh_from_db()
+    alice_only = ["members", room.connector.namespace, [room.alice.pk]]
+    workspace = ["workspace", room.connector.namespace, []]
+    assert sorted(second.lineage_revision_audiences, key=str) == sorted([alice_only, workspace], key=str)
+    assert sorted(third.lineage_revision_audiences, key=str) == sorted([alice_only, workspace, marker], key=str)
+
+
+def test_a_source_reply_that_folded_no_audiences_for_its_revisions_is_not_trusted_for_them(room: Room) -> None:
+    """A source reply that used revisions but carries an empty revision fold (one history/0011 had not
+    reached) gives nothing to fold from: every revision the new reply's lineage names is read."""
+    private = room.remember(room.say(room.alice_dm, room.alice, "My PIN is not for sharing."), "Keeps a PIN private.")
+    first = room.reply(room.alice_dm, "Understood.", memory=[private])
+    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
+        cursor.execute("UPDATE history_message SET lineage_revision_audiences = '[]' WHERE id = %s", [first.pk])
+
+    second = room.reply(room.alice_mobile_dm, "As you said.", history=[first.pk])
+
+    second.refresh_from_db()
+    assert second.lineage_revision_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
+    assert room.visible(second, room.alice_mobile_dm)
+    assert not room.visible(second, room.general)
 
 
 # --- the fold is built from the sources' own folds (history/0012) --------------------------------------

@@ -28,7 +28,7 @@ from memory.retrieval.eligibility import (
     perspective_for_conversation,
     perspective_for_turn,
 )
-from memory.retrieval.query import RecallQuery, form_query
+from memory.retrieval.query import RecallQuery, content_terms, form_query
 from memory.retrieval.service import Budget, RecallResult, recall, task_budget
 
 SNAPSHOT_BUDGETS = {
@@ -87,12 +87,16 @@ def turn_recall(
     session = turn.session
     perspective = perspective_for_turn(turn)
     inbound = turn.inbound_message
-    recent = list(
-        Message.objects.filter(conversation_id=inbound.conversation_id, created_at__lte=inbound.created_at)
-        .exclude(pk=inbound.pk)
-        .order_by("-created_at", "-id")
-        .values_list("body", flat=True)[:RECENT_MESSAGES]
-    )[::-1]
+    # The query former reads the recent messages only when the inbound one carries no content terms
+    # ("Can you redo that?"), and then looks for names in them; otherwise they are not read at all.
+    recent: list[str] = []
+    if not content_terms(inbound.body):
+        recent = list(
+            Message.objects.filter(conversation_id=inbound.conversation_id, created_at__lte=inbound.created_at)
+            .exclude(pk=inbound.pk)
+            .order_by("-created_at", "-id")
+            .values_list("body", flat=True)[:RECENT_MESSAGES]
+        )[::-1]
     query = form_query(
         message=inbound.body,
         recent_texts=recent,

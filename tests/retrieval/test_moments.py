@@ -172,3 +172,23 @@ def test_without_a_snapshot_in_turn_recall_is_plain_task_recall(ws: Workspace) -
     result = turn_recall(turn=start_turn(ws, open_session(ws), "Am I allergic to anything like peanuts?"))
     assert revision_ids(result) == [fact.pk]
     assert "correction:" not in result.rendered
+
+
+def test_a_message_without_terms_of_its_own_is_recalled_for_through_the_messages_before_it(ws: Workspace) -> None:
+    """A message like "And then?" names nothing: the conversation's latest messages carry the task, and
+    the recall (its trace records the query it ran) finds what they were about. A message with terms of
+    its own is recalled for by itself alone."""
+    fact = ws.remember("Allergic to peanuts.", said_in=ws.alice_dm, by=ws.alice, belief_type="user_model_attr")
+    session = open_session(ws)
+    ws.say(ws.alice_dm, ws.alice, "Which snacks with peanuts should I avoid?")
+
+    followed_up = turn_recall(turn=start_turn(ws, session, "And then?"))
+    asked_anew = turn_recall(turn=start_turn(ws, session, "What time is the standup?"))
+
+    query_of = {
+        result.trace_id: RecallTrace.objects.get(pk=result.trace_id).query_text for result in (followed_up, asked_anew)
+    }
+    assert (query_of[followed_up.trace_id] or "").endswith("Which snacks with peanuts should I avoid?")
+    assert fact.pk in revision_ids(followed_up)
+    assert query_of[asked_anew.trace_id] == "What time is the standup?"
+    assert fact.pk not in revision_ids(asked_anew)

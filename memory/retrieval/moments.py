@@ -88,7 +88,7 @@ def turn_recall(
     perspective = perspective_for_turn(turn)
     inbound = turn.inbound_message
     # The query former reads the recent messages only when the inbound one carries no content terms
-    # ("Can you redo that?"), and then looks for names in them; otherwise they are not read at all.
+    # ("And then?"), and then looks for names in them; otherwise they are not read at all.
     recent: list[str] = []
     if not content_terms(inbound.body):
         recent = list(

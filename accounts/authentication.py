@@ -17,6 +17,7 @@ from rest_framework.request import Request
 
 from accounts.models import ApiKey, RuntimeAgent
 from accounts.services import api_key_digest
+from config.database.base import prepared_cursor
 
 #: ``last_used_at`` is refreshed at most this often, so authentication is not a write per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -55,7 +56,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             secret = parts[1].decode("ascii")
         except UnicodeDecodeError as error:
             raise exceptions.AuthenticationFailed("invalid API key") from error
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(LIVE_KEY_SQL, [api_key_digest(secret)])
             row = cursor.fetchone()
         if row is None:

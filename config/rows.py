@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model
 
+from config.database.base import prepared_cursor
+
 Converter = Callable[[Any, Any, Any], Any]
 M = TypeVar("M", bound=Model)
 
@@ -60,7 +62,7 @@ def fetch_all(model: type[M], sql: str, params: Sequence[Any] | dict[str, Any]) 
     """Instances of ``model`` from ``sql``, a constant of the caller's selecting ``select_list(model, …)``.
 
     The ORM's ``raw()`` does the same but works out its columns and converters again on every call."""
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found = []

@@ -105,6 +105,10 @@ else:
 # at PostgreSQL's default of 4 (spinning disks) the planner joins a few thousand full-text matches to
 # their messages by scanning the whole primary key (42 ms) instead of probing it (5 ms).
 DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off -c random_page_cost=1.1"
+# psycopg prepares a statement of config.database.prepared_cursor once a connection has run it five
+# times. ENGRAM_PREPARED_STATEMENTS=0 turns that off, for a connection pooler in transaction mode that
+# cannot carry prepared statements from one transaction to the next.
+DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5 if _env_bool("ENGRAM_PREPARED_STATEMENTS", True) else None
 # Separate test databases let several test runs share one server.
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "test_engram")}
 # A persistent connection outlives a database restart: check it before each request's first query, so

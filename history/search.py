@@ -38,6 +38,7 @@ from django.utils import timezone
 from accounts.models import Actor, actor_label
 from accounts.selectors import actors_named_in
 from config.audit import audit_digest, read_audit_transaction
+from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
 from memory.embeddings.search import semantic_providers
@@ -586,7 +587,7 @@ def _revalidate(
 def _conversations_spoken_in(agent_id: int, requester_ids: set[int], conversation_ids: set[int]) -> set[int]:
     if not requester_ids or not conversation_ids:
         return set()
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         # One probe of (actor, conversation) per conversation, not a read of everything they wrote.
         cursor.execute(
             "SELECT c.id FROM unnest(%s::bigint[]) AS c(id) WHERE EXISTS ("
@@ -602,7 +603,7 @@ def _current_window(turn: Turn | None) -> set[int]:
     runtime usually has in the prompt already. Without a turn there is no window to demote."""
     if turn is None:
         return set()
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         # The inbound message's place is read by scalar subqueries, so the conversation is a constant
         # of the scan and its time index is read backwards from that place, CURRENT_WINDOW entries
         # deep. As a join the planner sorted every earlier message of the conversation instead.
@@ -736,7 +737,7 @@ def _finish(
         if turn is not None and message_ids:
             # The turn's evidence grows in one update of its row (which takes the row lock), so
             # concurrent rounds cannot lose ids; new ids are appended in the order found.
-            with connection.cursor() as cursor:
+            with prepared_cursor() as cursor:
                 cursor.execute(EVIDENCE_APPEND, {"turn": turn.pk, "ids": message_ids})
                 (turn.evidence_message_ids,) = cursor.fetchone()
         event = ConversationSearchEvent.objects.create(

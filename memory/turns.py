@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from accounts.models import Actor, RuntimeAgent
 from accounts.selectors import actors_named_in
+from config.database.base import prepared_cursor
 from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from config.read_workers import read_workers
 from config.rows import fetch_all, fetch_one, instances, select_list
@@ -109,7 +110,7 @@ def turn_start(
     loaded = list(dict.fromkeys(loaded_message_ids))
     if len(loaded) > MAX_LOADED_MESSAGES:
         raise Unprocessable(f"at most {MAX_LOADED_MESSAGES} loaded messages", code="window_too_large")
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(AGENT_MESSAGES_SQL, [session.agent_id, loaded])
         known = {message_id for (message_id,) in cursor.fetchall()}
     if missing := [m for m in loaded if m not in known]:
@@ -150,7 +151,7 @@ def _turn_sql(lock: bool) -> str:
 
 def session_of_agent(agent: RuntimeAgent, session_id: int) -> Session | None:
     """The agent's session with its conversation, or None (another agent's session is missing)."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_session_sql(), [session_id, agent.pk])
         row = cursor.fetchone()
     if row is None:
@@ -168,7 +169,7 @@ def turn_of_agent(agent: RuntimeAgent, turn_id: int, *, lock: bool = False) -> T
     ``lock`` takes the row locks of the turn and its conversation (not of the session between them:
     a turn starting in the same session only needs to reference it).
     """
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_turn_sql(lock), [turn_id, agent.pk])
         row = cursor.fetchone()
     if row is None:
@@ -198,7 +199,7 @@ RECALLED_SQL = (
 
 def recalled_revision_ids(turn: Turn) -> list[int]:
     """Every revision rendered to the model in this turn: the session snapshot and the turn's recalls."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             RECALLED_SQL,
             {
@@ -245,7 +246,7 @@ def round_run(*, turn: Turn, calls: Sequence[VerbCall]) -> RoundResult:
         raise Unprocessable("a round has at least one call", code="empty_round")
     if len(calls) > MAX_CALLS_PER_ROUND:
         raise Unprocessable(f"at most {MAX_CALLS_PER_ROUND} calls per round", code="too_many_calls")
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "UPDATE history_turn SET rounds_used = rounds_used + 1"
             " WHERE id = %s AND state = %s AND rounds_used < %s RETURNING rounds_used",
@@ -692,7 +693,7 @@ def _feed_back_usage(*, cited_ids: list[int], recalled_ids: list[int], now: date
     which lets the key-share locks of rows that reference an entry (a trace item being written by a
     turn that is recalling it) through; ``FOR UPDATE`` would wait for them, and deadlock with them.
     """
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "WITH cited AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(cited)s::bigint[])),"
             " shown AS (SELECT entry_id FROM memory_memoryrevision WHERE id = ANY(%(shown)s::bigint[])),"

@@ -12,17 +12,31 @@ registering it on each cursor instead copied the cursor's adapter map, and openi
 With ``CONN_HEALTH_CHECKS``, Django sends ``SELECT 1`` before each request's first statement (and a
 read worker's, before each task): six round trips a turn. :meth:`DatabaseWrapper.is_usable` answers
 from the client side instead (see there).
+
+Django's cursors bind parameters client-side, into the SQL text, so PostgreSQL parses and plans every
+statement anew. The request path's fixed statements (an API key's lookup, a turn's row, the ledger, a
+trace's insert: some thirty a turn, each a lookup or write by key) go through :func:`prepared_cursor`
+instead, which binds server-side: once a connection has run one of them ``prepare_threshold`` times,
+psycopg prepares it and PostgreSQL reuses its plan (a generic one as soon as it costs no more than the
+plans made for the first values, which for a lookup by key is at once). Statements whose best plan
+depends on their values (every statement that judges what a perspective may see: how many rows an
+agent, an audience or a query's words select decides it) keep Django's cursors and are planned for
+their values each time; a generic plan of a session snapshot's recall ran three times slower. The ORM
+keeps them too: its ``__in`` lists and bulk inserts send a parameter per value, past the 65,535 a
+server-side statement may carry, and ``pgtrigger.ignore`` sends two statements in one string.
 """
 
 from __future__ import annotations
 
 import functools
 import select
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.postgresql import base
+from django.db.backends.utils import CursorWrapper
 from psycopg import pq
 from psycopg.adapt import AdaptersMap
 from psycopg.types.datetime import TimestamptzLoader
@@ -44,7 +58,21 @@ def _with_compiled_timestamps(template: AdaptersMap) -> AdaptersMap:
     return adapters
 
 
+def prepared_cursor(using: str = DEFAULT_DB_ALIAS) -> CursorWrapper:
+    """A cursor whose statements psycopg prepares once the connection has run them often enough (see
+    the module's docstring): for fixed statements that look rows up or write them by key."""
+    return cast(DatabaseWrapper, connections[using]).prepared_cursor()
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    def prepared_cursor(self) -> CursorWrapper:
+        """:meth:`cursor`, binding server-side (Django's own cursor classes, wrapped the same way)."""
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        with self.wrap_database_errors:
+            cursor = base.ServerBindingCursor(self.connection)  # type: ignore[attr-defined]
+            return self._prepare_cursor(cursor)  # type: ignore[attr-defined]
+
     def get_connection_params(self) -> dict[str, Any]:
         params: dict[str, Any] = super().get_connection_params()
         if settings.USE_TZ:

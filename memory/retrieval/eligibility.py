@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
 from accounts.models import IdentityLink
+from config.database.base import prepared_cursor
 from history.audience import Audience
 from history.models import Conversation, Turn
 
@@ -89,7 +89,7 @@ def linked_readers_for(agent_id: int, destination: Audience) -> tuple[int, ...]:
 
 def linked_actors(agent_id: int, reader: int) -> tuple[int, ...]:
     """Actors a verified, unrevoked identity link of the agent's joins to ``reader``."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(LINKED_READERS_SQL, {"agent_id": agent_id, "reader": reader})
         links = cursor.fetchall()
     return tuple(sorted({a if b == reader else b for a, b in links}))
@@ -182,7 +182,7 @@ class EligibleRevisions:
         can only count zero and need not be planned (one eligibility subquery fewer: about 2 ms of
         planning a recall). A revision of unknown provenance written after this call and before the
         count's statement goes uncounted, as if the recall had come first."""
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(UNKNOWN_PROVENANCE_SQL, [self.perspective.agent_id])
             row = cursor.fetchone()
         return bool(row and row[0])

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Max
 
 from accounts.selectors import actors_named_in
+from config.database.base import prepared_cursor
 from history.models import Message, Session, SessionKind, Turn
 from memory.models import EntryStatus, MemoryRevision, RecallMoment, short_id
 from memory.retrieval.arms import CandidateProvider
@@ -139,7 +140,7 @@ def snapshot_corrections(session: Session, perspective: Perspective) -> list[str
     A successor is named only if this turn may see it; otherwise the line says only that the old
     belief no longer holds.
     """
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             SNAPSHOT_CHANGES_SQL,
             {

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from functools import partial
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from accounts.models import Actor, actor_label
+from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from history.models import Session, Turn
 from memory.embeddings.search import semantic_providers
@@ -273,7 +273,7 @@ LABELS_SQL = f"SELECT id, display_name, external_id FROM {Actor._meta.db_table} 
 
 def _labels(items: Sequence[Candidate]) -> Labels:
     actor_ids = {i for c in items for i in (c.subject_id, c.source_actor_id) if i is not None}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         # Fixed text: the ORM would spend more than the round trip compiling it for every recall.
         cursor.execute(LABELS_SQL, [sorted(actor_ids)])
         rows = cursor.fetchall()

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
 from django.utils import timezone
 
 from config.audit import audit_digest, read_audit_transaction
+from config.database.base import prepared_cursor
 from history.models import Session, Turn
 from memory.models import MemoryRevision, RecallTrace, RecallTraceItem, RetrievalEvent
 from memory.retrieval.candidates import Candidate
@@ -145,7 +146,7 @@ def _insert_trace(trace: RecallTrace, items: Sequence[RecallTraceItem], event: R
         f", e AS (INSERT INTO {RetrievalEvent._meta.db_table} (trace_id, {event_columns})"
         f" SELECT t.id, {event_values} FROM t) SELECT id FROM t"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params + event_params)
         row = cursor.fetchone()
     assert row is not None
@@ -190,7 +191,7 @@ def _shape(model: type[Model], parent: str) -> _Shape:
 def _record_miss(*, agent_id: int, subject_id: int) -> None:
     """Count a task recall about ``subject_id`` that returned nothing: one upsert, so concurrent misses
     for the same subject add up instead of racing."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "INSERT INTO memory_recallmiss (agent_id, subject_id, count, last_missed_at) VALUES (%s, %s, 1, %s)"
             " ON CONFLICT (agent_id, subject_id) DO UPDATE"

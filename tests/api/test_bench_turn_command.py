@@ -16,6 +16,7 @@ from django.core.management import call_command
 from accounts.services import api_key_create
 from history.models import Conversation, Message, Session, Turn, TurnState
 from memory.bench.server import served_process
+from memory.bench.stats import percentile
 from memory.management.commands import bench_turn
 from memory.models import MemoryEntry, MemoryRevision
 from memory.services import entry_forget
@@ -36,6 +37,7 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
         "withheld",
         "p50_ms",
         "p95_ms",
+        "with_ingest",
         "steps",
         "cpu_ms_per_turn",
         "cpu_probe_s",
@@ -50,6 +52,8 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
     for step in result["steps"].values():
         assert set(step) == {"p50_ms", "p95_ms"} and 0 < step["p50_ms"] <= step["p95_ms"]
     assert 0 < result["p50_ms"] <= result["p95_ms"]
+    # Each turn with its ingest takes longer than the turn alone.
+    assert result["p50_ms"] < result["with_ingest"]["p50_ms"] <= result["with_ingest"]["p95_ms"]
     assert "corpus built" in lines[0]
     assert MemoryEntry.objects.count() == 200
     # The corpus, then per turn one inbound message and one delivered reply.
@@ -126,3 +130,23 @@ def test_a_withheld_reply_is_counted_and_the_run_goes_on(transactional_db: None,
     withheld = Turn.objects.filter(agent=agent, state=TurnState.WITHHELD).count()
     assert script.withheld == withheld >= 1
     assert Message.objects.filter(agent=agent, direction="outbound").count() == 3 - withheld
+
+
+def test_the_whole_turn_is_the_runtimes_steps_and_ingest_is_reported_beside_it() -> None:
+    """Start, round, ledger and reply make the turn; the connector's ingest before it is added only in
+    ``with_ingest``."""
+    timings = [
+        {"ingest": 10.0, "turn_start": 20.0, "round": 30.0, "ledger": 4.0, "reply": 16.0},
+        {"ingest": 12.0, "turn_start": 22.0, "round": 40.0, "ledger": 5.0, "reply": 18.0},
+    ]
+
+    figures = bench_turn.turn_figures(timings)
+
+    def p(values: list[float]) -> dict[str, Any]:
+        return {"p50_ms": pytest.approx(percentile(values, 50)), "p95_ms": pytest.approx(percentile(values, 95))}
+
+    assert bench_turn.TURN_STEPS == ("turn_start", "round", "ledger", "reply")
+    assert [bench_turn.whole_turn(t) for t in timings] == [70.0, 85.0]
+    assert {"p50_ms": figures["p50_ms"], "p95_ms": figures["p95_ms"]} == p([70.0, 85.0])
+    assert figures["with_ingest"] == p([80.0, 97.0])
+    assert figures["steps"]["ingest"] == p([10.0, 12.0])

@@ -25,8 +25,9 @@ question, the bare sidecar SQL it rests on; the bare sidecar query for a rare an
 
 - memory recall p50/p95 with the semantic arm (hybrid) over the first size's agents, whose revisions
   are embedded once and kept (``bench_embed``);
-- full HTTP turns p50/p95 through gunicorn, spread over conversations (``bench_turn``), their
-  recall and history search with the semantic arms on once a live embedding generation exists;
+- full HTTP turns p50/p95 through gunicorn, spread over conversations (``bench_turn``: start, round,
+  ledger and reply; each step, ingest included, in ``steps``), their recall and history search with
+  the semantic arms on once a live embedding generation exists;
 - ingest throughput: messages/s through ``messages_ingest_batch`` in batches of 500 into existing
   conversations, and through bare INSERTs of the same rows, both rolled back (so the commit is not
   timed, and a rerun finds the corpus as it was);

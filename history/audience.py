@@ -29,6 +29,13 @@ class AudienceKind(models.TextChoices):
     NOBODY = "nobody", "No common audience"
 
 
+#: Every kind, as plain strings: an audience is built for every message and source a write or a
+#: search judges, and ``AudienceKind.values`` builds a new list on each read.
+AUDIENCE_KINDS = frozenset(AudienceKind.values)
+#: Kinds that name a workspace, and kinds that name readers.
+_NAMESPACED_KINDS = frozenset((AudienceKind.WORKSPACE, AudienceKind.MEMBERS, AudienceKind.EXTERNAL))
+_READER_KINDS = frozenset((AudienceKind.MEMBERS, AudienceKind.EXTERNAL))
+
 #: Kinds a live conversation (a destination) may have.
 DESTINATION_KINDS = (AudienceKind.PUBLIC, AudienceKind.WORKSPACE, AudienceKind.MEMBERS, AudienceKind.EXTERNAL)
 
@@ -41,10 +48,10 @@ class Audience:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "readers", tuple(sorted(set(self.readers))))
-        if self.kind not in AudienceKind.values:
+        if self.kind not in AUDIENCE_KINDS:
             raise ValueError(f"unknown audience kind {self.kind!r}")
-        needs_namespace = self.kind in (AudienceKind.WORKSPACE, AudienceKind.MEMBERS, AudienceKind.EXTERNAL)
-        needs_readers = self.kind in (AudienceKind.MEMBERS, AudienceKind.EXTERNAL)
+        needs_namespace = self.kind in _NAMESPACED_KINDS
+        needs_readers = self.kind in _READER_KINDS
         if needs_namespace != bool(self.namespace):
             raise ValueError(f"{self.kind} audience {'needs' if needs_namespace else 'takes no'} namespace")
         if needs_readers != bool(self.readers):

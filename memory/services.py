@@ -404,7 +404,14 @@ def _reply_lineage_audiences(agent: RuntimeAgent, replies: Sequence[Message]) ->
     conversation_ids = {c for reply in replies for c in reply.lineage_conversation_ids}
     live_conversations = set(Conversation.objects.filter(pk__in=conversation_ids).values_list("pk", flat=True))
     revision_ids = {r for reply in replies for r in (*reply.lineage_revision_ids, *reply.memory_revision_ids)}
-    revisions = {r.pk: r.audience for r in MemoryRevision.objects.filter(agent=agent, pk__in=revision_ids)}
+    # Only the audience columns: a reply's lineage may name many revisions, and a whole model row
+    # (body, validity, provenance) would be built for each.
+    revisions = {
+        pk: Audience(kind, namespace, tuple(readers))
+        for pk, kind, namespace, readers in MemoryRevision.objects.filter(agent=agent, pk__in=revision_ids).values_list(
+            "pk", "audience_kind", "audience_namespace", "audience_readers"
+        )
+    }
     result: dict[int, list[Audience]] = {}
     for reply in replies:
         audiences = [Audience(kind, namespace, tuple(readers)) for kind, namespace, readers in reply.lineage_audiences]

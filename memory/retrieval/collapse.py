@@ -35,14 +35,20 @@ def mark_near_duplicates(ranked: list[Candidate]) -> None:
     for candidate in ranked:
         words = set(WORDS.findall(candidate.body.lower()))
         size = len(words)
+        sizes = range(math.ceil(NEAR_DUPLICATE_JACCARD * size), math.floor(size / NEAR_DUPLICATE_JACCARD) + 1)
         candidate.near_duplicate = any(
-            words != other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD
-            for other_size in range(
-                math.ceil(NEAR_DUPLICATE_JACCARD * size), math.floor(size / NEAR_DUPLICATE_JACCARD) + 1
-            )
-            for other in seen_by_size.get(other_size, ())
+            _near(words, other) for other_size in sizes for other in seen_by_size.get(other_size, ())
         )
         seen_by_size.setdefault(size, []).append(words)
+
+
+def _near(words: set[str], other: set[str]) -> bool:
+    """Jaccard of at least the threshold, equal sets excepted (a restatement, which collapse trims).
+    The union's size is the sizes' sum less the common words': the union itself is never built."""
+    common = len(words & other)
+    if common == len(words) == len(other):
+        return False
+    return common >= NEAR_DUPLICATE_JACCARD * (len(words) + len(other) - common)
 
 
 def collapse(ranked: list[Candidate], *, per_subject: int, uncapped_subjects: Collection[int] = ()) -> list[Candidate]:

@@ -353,9 +353,10 @@ def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any
         message_ids = [provenance.source_message_id, *(m for m in message_ids if m != provenance.source_message_id)]
     messages = {
         m.pk: m
-        for m in Message.objects.filter(agent=agent, pk__in=message_ids).annotate(
-            has_evidence=Exists(MessageSourceEvidence.objects.filter(message=OuterRef("pk")))
-        )
+        # With its conversation: a source message's project is the revision's origin scope.
+        for m in Message.objects.filter(agent=agent, pk__in=message_ids)
+        .select_related("conversation")
+        .annotate(has_evidence=Exists(MessageSourceEvidence.objects.filter(message=OuterRef("pk"))))
     }
     missing_messages = [m for m in message_ids if m not in messages]
     revision_ids = list(dict.fromkeys(provenance.inherited_revision_ids))
@@ -447,9 +448,9 @@ def _write_revision(
         number=number,
         body=belief.body.strip(),
         subject_id=belief.subject_id,
-        source_actor=source_message.actor
+        source_actor_id=source_message.actor_id
         if source_message is not None
-        else (previous.source_actor if previous is not None else None),
+        else (previous.source_actor_id if previous is not None else None),
         belief_type=belief.belief_type,
         portability=belief.portability,
         origin_scope=origin_scope,

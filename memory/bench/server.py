@@ -99,14 +99,16 @@ def served_process(
     threads: int | None = None,
     options: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    code: Path | None = None,
 ) -> Iterator[tuple[str, int]]:
     """gunicorn on a free 127.0.0.1 port; yields its base URL and its arbiter's pid, and stops it on exit.
 
     ``workers`` processes, sync ones or, with ``threads``, gthread ones of that many threads (at most
     workers x threads database connections). ``options`` are further gunicorn options and ``env``
-    overrides the server's environment. The log is ``folder/gunicorn.log``, the broker folder
-    ``folder/celery``; a ``CommandError`` raised while serving gets the log's last lines, the
-    server's side of a failed call (a traceback, a worker timeout).
+    overrides the server's environment. ``code`` serves another checkout of the project (its folder,
+    run with this interpreter and its packages) instead of this one. The log is ``folder/gunicorn.log``,
+    the broker folder ``folder/celery``; a ``CommandError`` raised while serving gets the log's last
+    lines, the server's side of a failed call (a traceback, a worker timeout).
     """
     port = free_port()
     log_path = folder / "gunicorn.log"
@@ -118,8 +120,8 @@ def served_process(
                 *("--workers", str(workers), *model, "--no-control-socket", "--log-level", "warning"),
                 *options,
             ],
-            env={**server_env(folder / "celery"), **(env or {})},
-            cwd=settings.BASE_DIR,
+            env={**server_env(folder / "celery"), **({"PYTHONPATH": str(code)} if code else {}), **(env or {})},
+            cwd=code or settings.BASE_DIR,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.conf import settings
+from django.core.management import CommandError, call_command
 
 from accounts.services import api_key_create
 from history.models import Conversation, Message, Session, Turn, TurnState
@@ -63,6 +64,38 @@ def test_bench_turn_runs_tiny_and_reports_json(transactional_db: None) -> None:
     call_command("bench_turn", "--memories", "200", "--messages", "1000", "--turns", "2", "--warmup", "0", stdout=again)
     assert "corpus reused" in again.getvalue().splitlines()[0]
     assert json.loads(again.getvalue().strip().splitlines()[-1])["turns"] == 2
+
+
+@pytest.mark.timeout(240)
+def test_bench_turn_against_another_checkout_serves_both_and_reports_each(transactional_db: None) -> None:
+    """``--against`` serves a second checkout (here this one again) on the same corpus; the two take
+    blocks of turns in turn, and each is reported with its own latencies and CPU."""
+    out = StringIO()
+    call_command(
+        "bench_turn",
+        *("--memories", "200", "--messages", "1000", "--turns", "12", "--warmup", "1"),
+        *("--against", str(settings.BASE_DIR)),
+        stdout=out,
+    )
+    result = json.loads(out.getvalue().strip().splitlines()[-1])
+    other = result["against"]
+    assert result["turns"] == other["turns"] == 12
+    assert other["code"] == str(settings.BASE_DIR)
+    for figures in (result, other):
+        assert 0 < figures["p50_ms"] <= figures["p95_ms"]
+        assert set(figures["steps"]) == {"ingest", "turn_start", "round", "ledger", "reply"}
+        assert figures["cpu_ms_per_turn"]["server"] > 0
+    # Both servers' turns went to the one corpus: per turn an inbound message and a reply.
+    assert Message.objects.count() == 1000 + 2 * 2 * (12 + 1)
+
+
+def test_bench_turn_against_a_folder_that_is_not_a_checkout_is_refused(transactional_db: None, tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="not a checkout of Engram"):
+        call_command(
+            "bench_turn",
+            *("--memories", "50", "--messages", "100", "--turns", "1", "--warmup", "0", "--against", str(tmp_path)),
+            stdout=StringIO(),
+        )
 
 
 @pytest.mark.timeout(240)

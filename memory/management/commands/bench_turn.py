@@ -41,6 +41,12 @@ one JSON object: ``{"turns", "conversations", "withheld", "p50_ms", "p95_ms", "w
 "cpu_probe_s": {"before", "after"}}``: the probe (``memory/bench/machine.py``) times a fixed Python loop
 just before and after the turns, so that runs on a machine whose speed drifts can be compared.
 The server is stopped whatever happens.
+
+``--against PATH`` compares this code with another checkout of Engram at PATH (sharing this one's
+migrations, run with this interpreter): each is served by its own gunicorn on the same corpus, and they
+take blocks of ten turns in turn, so that a drift of the machine's speed falls on both alike. The table
+and the JSON's top-level figures are this code's; ``against`` holds the other's (``code``, ``turns``,
+the latencies and ``cpu_ms_per_turn``).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import json
 import random
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -106,12 +113,20 @@ class Command(BaseCommand):
             "--per-conversation", type=int, default=PER_CONVERSATION, help="Turns a conversation runs before it ends."
         )
         parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument(
+            "--against",
+            type=Path,
+            help="Another checkout of Engram (same migrations) to compare with, free of the machine's drift: "
+            "both are served on the same corpus and take blocks of ten turns in turn.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["memories"] < 1 or options["messages"] < options["memories"] or options["turns"] < 1:
             raise CommandError("need --memories >= 1, --messages >= --memories and --turns >= 1")
         if options["per_conversation"] < 1:
             raise CommandError("need --per-conversation >= 1")
+        if options["against"] is not None and not (options["against"] / "config" / "wsgi.py").is_file():
+            raise CommandError(f"--against {options['against']}: not a checkout of Engram (no config/wsgi.py)")
         spec = TurnSpec(revisions=options["memories"], agents=1, seed=options["seed"], messages=options["messages"])
         started = time.perf_counter()
         agent, built = ensure_agent(spec)
@@ -125,7 +140,13 @@ class Command(BaseCommand):
         rng = random.Random(spec.seed * 7919 + options["turns"])
         script = Script.load(agent, rng, per_conversation=options["per_conversation"])
         probe_before = cpu_probe_seconds()
-        (batch,) = drive_turns(agent, script, batches=[options["turns"]], warmup=options["warmup"])
+        against: Batch | None = None
+        if options["against"] is not None:
+            batch, against = drive_pair(
+                agent, script, turns=options["turns"], warmup=options["warmup"], other=options["against"].resolve()
+            )
+        else:
+            (batch,) = drive_turns(agent, script, batches=[options["turns"]], warmup=options["warmup"])
         probe = {"before": probe_before, "after": cpu_probe_seconds()}
         timings = batch.timings
         figures = turn_figures(timings)
@@ -149,6 +170,15 @@ class Command(BaseCommand):
             self.stdout.write(f"replies withheld by the pre-delivery recheck: {script.withheld}")
         result = {"turns": len(timings), "conversations": script.conversations, "withheld": script.withheld, **figures}
         result["cpu_ms_per_turn"] = {"server": batch.server_cpu_ms, "database": batch.database_cpu_ms}
+        if against is not None:
+            other = {"code": str(options["against"]), "turns": len(against.timings), **turn_figures(against.timings)}
+            other["cpu_ms_per_turn"] = {"server": against.server_cpu_ms, "database": against.database_cpu_ms}
+            self.stdout.write(
+                f"{options['against']}, in alternate blocks of {COMPARISON_BLOCK} turns: turn p50 {other['p50_ms']}"
+                f" ms, p95 {other['p95_ms']} ms; CPU a turn: gunicorn {against.server_cpu_ms} ms, database server "
+                f"{against.database_cpu_ms} ms"
+            )
+            result["against"] = other
         result["cpu_probe_s"] = probe
         self.stdout.write(json.dumps(result))
 
@@ -186,6 +216,47 @@ def drive_turns(agent: RuntimeAgent, script: Script, *, batches: list[int], warm
                 database_ms = round((process_tree_cpu_seconds(database_pid) - database_before) * 1000 / turns, 1)
             measured.append(Batch(timings, server_ms, database_ms))
     return measured
+
+
+#: Turns each server takes in turn when two codes are compared.
+COMPARISON_BLOCK = 10
+
+
+def drive_pair(agent: RuntimeAgent, script: Script, *, turns: int, warmup: int, other: Path) -> tuple[Batch, Batch]:
+    """This code and the checkout at ``other``, each served by its own gunicorn on the same corpus, taking
+    blocks of :data:`COMPARISON_BLOCK` turns in turn (which goes first alternates), ``turns`` each after
+    ``warmup`` each: a drift of the machine's speed falls on both alike. Each batch's CPU is summed over
+    its own blocks, the database server's included."""
+    secret = api_key_create(agent=agent, label="bench_turn").secret
+    database_pid = database_server_pid()
+    timings: tuple[list[dict[str, float]], list[dict[str, float]]] = ([], [])
+    server_s, database_s = [0.0, 0.0], [0.0, 0.0]
+    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, ExitStack() as stack:
+        clients, pids = [], []
+        for name, code in (("this", None), ("other", other)):
+            (Path(folder) / name).mkdir()
+            base_url, pid = stack.enter_context(served_process(Path(folder) / name, code=code))
+            clients.append(Client(base_url, secret))
+            pids.append(pid)
+        for client in clients:
+            for _ in range(warmup):
+                script.turn(client)
+        for block in range(-(-turns // COMPARISON_BLOCK)):
+            for side in (0, 1) if block % 2 == 0 else (1, 0):
+                count = min(COMPARISON_BLOCK, turns - block * COMPARISON_BLOCK)
+                server_before = process_tree_cpu_seconds(pids[side])
+                database_before = process_tree_cpu_seconds(database_pid) if database_pid else 0.0
+                timings[side].extend(script.turn(clients[side]) for _ in range(count))
+                server_s[side] += process_tree_cpu_seconds(pids[side]) - server_before
+                if database_pid:
+                    database_s[side] += process_tree_cpu_seconds(database_pid) - database_before
+
+    def batch(side: int) -> Batch:
+        count = len(timings[side])
+        database_ms = round(database_s[side] * 1000 / count, 1) if database_pid else None
+        return Batch(timings[side], round(server_s[side] * 1000 / count, 1), database_ms)
+
+    return batch(0), batch(1)
 
 
 def whole_turn(timing: dict[str, float]) -> float:

@@ -27,7 +27,7 @@ ARM_CAP = 200
 #: renders at most a few dozen items, and matches ranked past the hundredth did not reach them. Against
 #: 200, LoCoMo observations score the same (lexical and hybrid: recall@5/@10, MRR, nDCG@10 identical), and
 #: on the ``bench_turn`` corpus 300 of 300 turn-like recalls rendered the same items, while a recall
-#: hydrates and scores half as many candidates (README, "Choices measured on the way").
+#: hydrates and scores half as many candidates (docs/performance.md, "Choices measured on the way").
 LEXICAL_CAP = 100
 #: How the lexical arm ranks matches: ``ts_rank`` (term frequency). Cover density (``ts_rank_cd``)
 #: cost nine times as much per match (4.9 vs 0.55 ms for 936 matches) for the OR'd query words, and

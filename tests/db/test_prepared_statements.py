@@ -27,22 +27,23 @@ def prepared_statements() -> list[str]:
         return [statement for (statement,) in cursor.fetchall()]
 
 
-@pytest.mark.skipif(THRESHOLD is None, reason="ENGRAM_PREPARED_STATEMENTS turns preparing off")
-def test_a_fixed_statement_is_prepared_once_run_past_the_threshold() -> None:
+def test_a_fixed_statement_is_prepared_once_run_past_the_threshold_and_never_when_preparing_is_off() -> None:
+    """With ``ENGRAM_PREPARED_STATEMENTS=0`` (no threshold) the same runs prepare nothing."""
     tenant = Tenant.objects.create(slug="prepared", name="Prepared")
     lookup = "SELECT name FROM accounts_tenant WHERE id = %s AND slug <> 'never prepared elsewhere'"
+    runs = (THRESHOLD if THRESHOLD is not None else 5) + 1
 
-    for run in range(1, THRESHOLD + 2):
+    for run in range(1, runs + 1):
         with prepared_cursor() as cursor:
             cursor.execute(lookup, [tenant.pk])
             assert cursor.fetchone() == ("Prepared",)
         prepared = [s for s in prepared_statements() if "never prepared elsewhere" in s]
-        assert len(prepared) == (1 if run > THRESHOLD else 0), run
+        assert len(prepared) == (1 if THRESHOLD is not None and run > THRESHOLD else 0), run
 
     # The helpers that read rows by key use it.
-    for _ in range(THRESHOLD + 1):
+    for _ in range(runs):
         assert fetch_one(Tenant, "x.id = %s AND x.slug <> 'read by key'", [tenant.pk]) == tenant
-    assert any("read by key" in s for s in prepared_statements())
+    assert any("read by key" in s for s in prepared_statements()) == (THRESHOLD is not None)
 
 
 def test_orm_and_plain_cursor_statements_are_never_prepared() -> None:

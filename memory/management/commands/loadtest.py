@@ -20,15 +20,21 @@ turn's round trips), the error counts and examples, and how many replies the pre
 withheld (a 409 ``reply_withheld``: another runtime of the same agent changed a memory the reply
 cited meanwhile, which the spec requires to withhold; these are not errors). The last line is one
 JSON object ``{"users", "duration_s", "requests", "rps", "errors", "withheld", "turn_p50_ms",
-"turn_p95_ms", "turn_p99_ms", "cpu_probe_s": {"before", "after"}}``, the probe
-(``memory/bench/machine.py``) timed just before the server starts and just after it stops.
+"turn_p95_ms", "turn_p99_ms", "cpu_s": {"server", "database", "load"}, "cores_busy", "cpu_probe_s":
+{"before", "after"}}``. ``cpu_s`` is the CPU time gunicorn (arbiter and workers), the database
+server (None when it is remote) and Locust spent over the measured run, and ``cores_busy`` their sum
+over that run's wall time as a share of the machine's cores: the load generator shares the cores with
+the service, and a share near 1 means requests queue for a core, whatever their own cost. The probe
+(``memory/bench/machine.py``) is timed just before the server starts and just after it stops.
 gunicorn is stopped whatever happens; the database server is left as it was.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,7 +53,7 @@ from accounts.services import api_key_create
 from history.models import Conversation
 from memory.bench.corpus import settle
 from memory.bench.machine import cpu_probe_seconds
-from memory.bench.server import served, server_env
+from memory.bench.server import database_server_pid, process_tree_cpu_seconds, served_process, server_env
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import Spec, Statements, build_agent
 from memory.management.commands.bench_turn import load_chat
@@ -115,7 +121,7 @@ class Command(BaseCommand):
             folder = Path(scratch)
             plan_path = folder / "plan.json"
             plan_path.write_text(json.dumps(plan))
-            with served(
+            with served_process(
                 folder,
                 workers=options["workers"],
                 threads=options["threads"],
@@ -124,7 +130,7 @@ class Command(BaseCommand):
                 # request errors.
                 options=("--timeout", "60", "--keep-alive", "30"),
                 env={"ENGRAM_LOG_LEVEL": "WARNING"},
-            ) as base_url:
+            ) as (base_url, server_pid):
                 self.stdout.write(
                     f"gunicorn on {base_url}: {options['workers']} workers x {options['threads']} threads"
                 )
@@ -133,10 +139,13 @@ class Command(BaseCommand):
                     warm_users = min(options["users"], options["workers"] * options["threads"] * 2)
                     locust.run("warmup", warm_users, options["warmup"], options["spawn_rate"])
                 self.stdout.write(f"load: {options['users']} users for {options['duration']} s")
-                result = locust.run("measured", options["users"], options["duration"], options["spawn_rate"])
-        self.report(result, options["users"], probe={"before": probe_before, "after": cpu_probe_seconds()})
+                with CpuAccount(server_pid, database_server_pid()) as cpu:
+                    result = locust.run("measured", options["users"], options["duration"], options["spawn_rate"])
+        self.report(result, options["users"], probe={"before": probe_before, "after": cpu_probe_seconds()}, cpu=cpu)
 
-    def report(self, result: dict[str, Any], users: int, *, probe: dict[str, float]) -> None:
+    def report(
+        self, result: dict[str, Any], users: int, *, probe: dict[str, float], cpu: CpuAccount | None = None
+    ) -> None:
         samples: dict[str, list[float]] = result["samples"]
         errors: dict[str, int] = result["errors"]
         withheld = sum(result.get("withheld", {}).values())
@@ -165,6 +174,12 @@ class Command(BaseCommand):
             )
         for example in result["examples"]:
             self.stdout.write(f"error: {example}")
+        if cpu is not None:
+            database = "not measured (a remote server)" if cpu.database_s is None else f"{cpu.database_s} s"
+            self.stdout.write(
+                f"CPU over the run's {cpu.wall_s} s: gunicorn {cpu.server_s} s, database server {database}, "
+                f"Locust {cpu.load_s} s; {cpu.cores_busy:.0%} of {cpu.cores} cores busy"
+            )
         self.stdout.write(f"CPU probe: {probe['before']} s before the load, {probe['after']} s after")
         turns = sorted(samples.get("turn", [])) or [0.0]
         self.stdout.write(
@@ -179,6 +194,14 @@ class Command(BaseCommand):
                     "turn_p50_ms": round(percentile(turns, 50), 1),
                     "turn_p95_ms": round(percentile(turns, 95), 1),
                     "turn_p99_ms": round(percentile(turns, 99), 1),
+                    **(
+                        {
+                            "cpu_s": {"server": cpu.server_s, "database": cpu.database_s, "load": cpu.load_s},
+                            "cores_busy": round(cpu.cores_busy, 3),
+                        }
+                        if cpu is not None
+                        else {}
+                    ),
                     "cpu_probe_s": probe,
                 }
             )
@@ -269,6 +292,48 @@ def _person(actor: Actor) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # the server and the load
 # --------------------------------------------------------------------------------------------------
+
+
+class CpuAccount:
+    """The CPU time the service, its database server and the load generator spent over a block.
+
+    gunicorn's and PostgreSQL's are read from their process trees (``process_tree_cpu_seconds``);
+    Locust's from this process's ended children, which is where a run's Locust is counted once
+    ``subprocess.run`` has reaped it. ``database_pid`` None (a remote server) leaves its share unknown."""
+
+    def __init__(self, server_pid: int, database_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.database_pid = database_pid
+        self.cores = os.cpu_count() or 1
+        self.server_s = 0.0
+        self.database_s: float | None = None
+        self.load_s = 0.0
+        self.wall_s = 0.0
+
+    def __enter__(self) -> CpuAccount:
+        self._server = process_tree_cpu_seconds(self.server_pid)
+        self._database = process_tree_cpu_seconds(self.database_pid) if self.database_pid else 0.0
+        self._load = _children_cpu_seconds()
+        self._wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = round(time.perf_counter() - self._wall, 1)
+        self.server_s = round(process_tree_cpu_seconds(self.server_pid) - self._server, 1)
+        if self.database_pid:
+            self.database_s = round(process_tree_cpu_seconds(self.database_pid) - self._database, 1)
+        self.load_s = round(_children_cpu_seconds() - self._load, 1)
+
+    @property
+    def cores_busy(self) -> float:
+        """The share of the machine's cores the three kept busy over the block."""
+        spent = self.server_s + (self.database_s or 0.0) + self.load_s
+        return spent / max(self.wall_s, 0.001) / self.cores
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass

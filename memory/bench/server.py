@@ -7,6 +7,7 @@ chooses its worker model and extra options.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -67,6 +68,50 @@ def process_tree_cpu_seconds(pid: int) -> float:
             continue  # ended between the listing and the reading: counted in its parent's once reaped
         total += times.user + times.system + times.children_user + times.children_system
     return total
+
+
+class CpuAccount:
+    """The CPU seconds a served API (gunicorn's process tree), the database server (its postmaster's
+    tree; None when it is remote, so ``database_pid`` is None) and this process's ended children (a
+    load generator run with ``subprocess.run`` is counted there once reaped) spent over a block, and the
+    block's wall time."""
+
+    def __init__(self, server_pid: int, database_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.database_pid = database_pid
+        self.cores = os.cpu_count() or 1
+        self.server_s = 0.0
+        self.database_s: float | None = None
+        self.children_s = 0.0
+        self.wall_s = 0.0
+
+    def __enter__(self) -> CpuAccount:
+        self._started = (
+            process_tree_cpu_seconds(self.server_pid),
+            process_tree_cpu_seconds(self.database_pid) if self.database_pid else 0.0,
+            _ended_children_cpu_seconds(),
+            time.perf_counter(),
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        server, database, children, wall = self._started
+        self.wall_s = time.perf_counter() - wall
+        self.server_s = process_tree_cpu_seconds(self.server_pid) - server
+        if self.database_pid:
+            self.database_s = process_tree_cpu_seconds(self.database_pid) - database
+        self.children_s = _ended_children_cpu_seconds() - children
+
+    @property
+    def cores_busy(self) -> float:
+        """The share of the machine's cores the three kept busy over the block."""
+        spent = self.server_s + (self.database_s or 0.0) + self.children_s
+        return spent / max(self.wall_s, 0.001) / self.cores
+
+
+def _ended_children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def database_server_pid() -> int | None:

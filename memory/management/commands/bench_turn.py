@@ -72,7 +72,7 @@ from history.models import Conversation, Message, MessageDirection
 from memory.bench import http_client
 from memory.bench.corpus import settle
 from memory.bench.machine import cpu_probe_seconds
-from memory.bench.server import database_server_pid, process_tree_cpu_seconds, served_process
+from memory.bench.server import CpuAccount, database_server_pid, served_process
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
 from memory.models import MemoryEntry
@@ -207,14 +207,10 @@ def drive_turns(agent: RuntimeAgent, script: Script, *, batches: list[int], warm
         for _ in range(warmup):
             script.turn(client)
         for turns in batches:
-            server_before = process_tree_cpu_seconds(server_pid)
-            database_before = process_tree_cpu_seconds(database_pid) if database_pid else 0.0
-            timings = [script.turn(client) for _ in range(turns)]
-            server_ms = round((process_tree_cpu_seconds(server_pid) - server_before) * 1000 / turns, 1)
-            database_ms = None
-            if database_pid:
-                database_ms = round((process_tree_cpu_seconds(database_pid) - database_before) * 1000 / turns, 1)
-            measured.append(Batch(timings, server_ms, database_ms))
+            with CpuAccount(server_pid, database_pid) as cpu:
+                timings = [script.turn(client) for _ in range(turns)]
+            database_ms = None if cpu.database_s is None else round(cpu.database_s * 1000 / turns, 1)
+            measured.append(Batch(timings, round(cpu.server_s * 1000 / turns, 1), database_ms))
     return measured
 
 
@@ -244,12 +240,10 @@ def drive_pair(agent: RuntimeAgent, script: Script, *, turns: int, warmup: int, 
         for block in range(-(-turns // COMPARISON_BLOCK)):
             for side in (0, 1) if block % 2 == 0 else (1, 0):
                 count = min(COMPARISON_BLOCK, turns - block * COMPARISON_BLOCK)
-                server_before = process_tree_cpu_seconds(pids[side])
-                database_before = process_tree_cpu_seconds(database_pid) if database_pid else 0.0
-                timings[side].extend(script.turn(clients[side]) for _ in range(count))
-                server_s[side] += process_tree_cpu_seconds(pids[side]) - server_before
-                if database_pid:
-                    database_s[side] += process_tree_cpu_seconds(database_pid) - database_before
+                with CpuAccount(pids[side], database_pid) as cpu:
+                    timings[side].extend(script.turn(clients[side]) for _ in range(count))
+                server_s[side] += cpu.server_s
+                database_s[side] += cpu.database_s or 0.0
 
     def batch(side: int) -> Batch:
         count = len(timings[side])

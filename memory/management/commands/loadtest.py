@@ -32,9 +32,7 @@ gunicorn is stopped whatever happens; the database server is left as it was.
 from __future__ import annotations
 
 import json
-import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -53,7 +51,7 @@ from accounts.services import api_key_create
 from history.models import Conversation
 from memory.bench.corpus import settle
 from memory.bench.machine import cpu_probe_seconds
-from memory.bench.server import database_server_pid, process_tree_cpu_seconds, served_process, server_env
+from memory.bench.server import CpuAccount, database_server_pid, served_process, server_env
 from memory.bench.stats import percentile
 from memory.management.commands.bench_recall import Spec, Statements, build_agent
 from memory.management.commands.bench_turn import load_chat
@@ -175,10 +173,10 @@ class Command(BaseCommand):
         for example in result["examples"]:
             self.stdout.write(f"error: {example}")
         if cpu is not None:
-            database = "not measured (a remote server)" if cpu.database_s is None else f"{cpu.database_s} s"
+            database = "not measured (a remote server)" if cpu.database_s is None else f"{cpu.database_s:.1f} s"
             self.stdout.write(
-                f"CPU over the run's {cpu.wall_s} s: gunicorn {cpu.server_s} s, database server {database}, "
-                f"Locust {cpu.load_s} s; {cpu.cores_busy:.0%} of {cpu.cores} cores busy"
+                f"CPU over the run's {cpu.wall_s:.1f} s: gunicorn {cpu.server_s:.1f} s, database server {database}, "
+                f"Locust {cpu.children_s:.1f} s; {cpu.cores_busy:.0%} of {cpu.cores} cores busy"
             )
         self.stdout.write(f"CPU probe: {probe['before']} s before the load, {probe['after']} s after")
         turns = sorted(samples.get("turn", [])) or [0.0]
@@ -196,7 +194,11 @@ class Command(BaseCommand):
                     "turn_p99_ms": round(percentile(turns, 99), 1),
                     **(
                         {
-                            "cpu_s": {"server": cpu.server_s, "database": cpu.database_s, "load": cpu.load_s},
+                            "cpu_s": {
+                                "server": round(cpu.server_s, 1),
+                                "database": None if cpu.database_s is None else round(cpu.database_s, 1),
+                                "load": round(cpu.children_s, 1),
+                            },
                             "cores_busy": round(cpu.cores_busy, 3),
                         }
                         if cpu is not None
@@ -292,48 +294,6 @@ def _person(actor: Actor) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # the server and the load
 # --------------------------------------------------------------------------------------------------
-
-
-class CpuAccount:
-    """The CPU time the service, its database server and the load generator spent over a block.
-
-    gunicorn's and PostgreSQL's are read from their process trees (``process_tree_cpu_seconds``);
-    Locust's from this process's ended children, which is where a run's Locust is counted once
-    ``subprocess.run`` has reaped it. ``database_pid`` None (a remote server) leaves its share unknown."""
-
-    def __init__(self, server_pid: int, database_pid: int | None) -> None:
-        self.server_pid = server_pid
-        self.database_pid = database_pid
-        self.cores = os.cpu_count() or 1
-        self.server_s = 0.0
-        self.database_s: float | None = None
-        self.load_s = 0.0
-        self.wall_s = 0.0
-
-    def __enter__(self) -> CpuAccount:
-        self._server = process_tree_cpu_seconds(self.server_pid)
-        self._database = process_tree_cpu_seconds(self.database_pid) if self.database_pid else 0.0
-        self._load = _children_cpu_seconds()
-        self._wall = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall_s = round(time.perf_counter() - self._wall, 1)
-        self.server_s = round(process_tree_cpu_seconds(self.server_pid) - self._server, 1)
-        if self.database_pid:
-            self.database_s = round(process_tree_cpu_seconds(self.database_pid) - self._database, 1)
-        self.load_s = round(_children_cpu_seconds() - self._load, 1)
-
-    @property
-    def cores_busy(self) -> float:
-        """The share of the machine's cores the three kept busy over the block."""
-        spent = self.server_s + (self.database_s or 0.0) + self.load_s
-        return spent / max(self.wall_s, 0.001) / self.cores
-
-
-def _children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass

@@ -8,20 +8,17 @@ import sys
 
 from memory.bench.server import CpuAccount, process_tree_cpu_seconds
 
-#: A child's busy loop: a few tenths of a second of CPU on any machine this runs on.
-BUSY_CHILD = "x = 0\nfor _ in range(3_000_000):\n    x += 1\n"
+#: A child that spins until it has used ``seconds`` of CPU.
+BUSY = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass"
 
 
 def test_a_descendant_that_has_ended_keeps_its_cpu_in_the_total() -> None:
     before = process_tree_cpu_seconds(os.getpid())
-    subprocess.run([sys.executable, "-c", BUSY_CHILD], check=True)
+    subprocess.run([sys.executable, "-c", BUSY.format(seconds=0.1)], check=True)
     after = process_tree_cpu_seconds(os.getpid())
     # The child started after the first reading and was reaped before the second: only its parent's
     # count of reaped children holds its CPU.
     assert after - before >= 0.05
-
-
-BUSY = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass"
 
 
 def test_the_account_counts_the_servers_tree_and_the_load_generators_it_ran() -> None:

@@ -462,3 +462,34 @@ def test_priya_corrects_what_she_said_herself_in_atlas_core(demo: Demo) -> None:
     assert rejection.relation == CorrectionRelation.SOURCE and rejection.resulting_revision is not None
     _, later = ask(demo.agent, demo.core, demo.priya, "Which ships first, CSV export or PDF export?")
     assert f"{changed} (user-stated by Priya Raman (id U01PRIYA), medium)" in later.rendered
+
+
+# --- the admin's review queue --------------------------------------------------------------------
+
+
+def test_a_bystanders_report_is_in_the_admins_flag_queue_with_what_was_asked(team: Team) -> None:
+    """The operator finds the entry in the flag queue, and on its page who reported what, with the
+    suggested correction; an applied correction shows as applied, naming its corrector."""
+    rejection_record(
+        user=team.users[CorrectionRelation.BYSTANDER],
+        trace_item_id=team.item.pk,
+        kind=RejectionKind.CHANGED,
+        correction=REWRITE,
+    )
+    operator = Client()
+    operator.force_login(User.objects.create_superuser(username="root"))
+    queue = operator.get("/admin/memory/memoryentry/", {"flagged_for_review__exact": "1"}).content.decode()
+    assert f"/admin/memory/memoryentry/{team.revision.entry_id}/change/" in queue
+    page = operator.get(f"/admin/memory/memoryentry/{team.revision.entry_id}/change/").content.decode()
+    reports = page[page.index('id="corrections"') : page.index('id="sharing-grants"')]
+    assert "bea" in reports and "someone else who was shown it" in reports
+    assert "Was true, has changed" in reports and REWRITE in reports and "for review" in reports
+
+    rejection_record(
+        user=team.users[CorrectionRelation.SUBJECT],
+        trace_item_id=team.item.pk,
+        kind="changed",
+        correction="Off Fridays.",
+    )
+    page = operator.get(f"/admin/memory/memoryentry/{team.revision.entry_id}/change/").content.decode()
+    assert "applied: r2" in page and "correction by Sam (id U1SAM)" in page

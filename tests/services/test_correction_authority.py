@@ -130,7 +130,7 @@ def team(db: None) -> Team:
     assert item.carried  # learned in atlas, recalled outside it: "not here" has an elsewhere
     operator = User.objects.create_user(username="operator", is_staff=True)
     OperatorScope.objects.create(user=operator, tenant=agent.tenant)
-    users = {
+    users: dict[str, User] = {
         CorrectionRelation.SUBJECT: login("sam", sam),
         CorrectionRelation.SOURCE: login("rita", rita),
         CorrectionRelation.OPERATOR: operator,
@@ -191,7 +191,8 @@ def test_a_correction_carries_the_correctors_own_authority_never_the_originals(t
     assert new is not None and new.body == REWRITE
     assert (new.authority, new.confidence) == CORRECTION_AUTHORITY[relation]
     assert new.confidence < team.revision.confidence
-    corrector = {CorrectionRelation.SUBJECT: team.sam, CorrectionRelation.SOURCE: team.rita}.get(relation)
+    correctors: dict[str, Actor] = {CorrectionRelation.SUBJECT: team.sam, CorrectionRelation.SOURCE: team.rita}
+    corrector = correctors.get(relation)
     assert new.source_actor == corrector
     evidence = MemoryEvidence.objects.get(revision=new, kind=EvidenceKind.CORRECTION)
     if corrector is not None:
@@ -217,7 +218,7 @@ def test_a_scope_correction_keeps_the_statement_and_its_author_and_names_the_cor
     assert (evidence.actor, evidence.operator) == (None, operator)
 
 
-EXPECTED_RENDER = {
+EXPECTED_RENDER: dict[str, str] = {
     CorrectionRelation.SUBJECT: "(user-stated, high)",
     CorrectionRelation.SOURCE: "(user-stated by Rita (id U2RITA), medium)",
     CorrectionRelation.OPERATOR: "(affirmed, medium)",

@@ -74,7 +74,8 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
     """Record the user's rejection of one traced belief and apply it; return the committed event.
 
     The user must be able to see that item on a turn page (a conversation they could read, within
-    both ceilings, not withheld), else ``NotFound``, exactly as for a missing item. The rejection
+    both ceilings, not withheld) or operate its tenant, else ``NotFound``, exactly as for a missing
+    item. The rejection
     applies to the belief as it stands: if the entry was retired or has a newer revision since the
     turn, it raises ``Conflict`` and writes nothing (the page shows what changed instead).
 

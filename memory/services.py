@@ -357,7 +357,7 @@ def _validate_belief(agent: RuntimeAgent, belief: Belief) -> None:
 def _refuse_rejected(agent: RuntimeAgent, belief: Belief) -> None:
     if is_rejected(agent_id=agent.pk, body=belief.body, subject_id=belief.subject_id):
         raise Unprocessable(
-            "this statement was rejected as untrue by the person it concerns; it is not stored again",
+            "this statement was rejected as untrue (by its subject, its source or an operator); it is not stored again",
             code="rejected_belief",
         )
 

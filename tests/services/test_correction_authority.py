@@ -406,6 +406,7 @@ def test_priya_cannot_rewrite_what_sam_okafor_said_about_himself(demo: Demo) -> 
     #atlas-core. It is filed for review: Sam's statement stays current, flagged and down-weighted,
     and the agent never reads Priya's text as Sam's (or as anyone's) user-stated belief."""
     priya = User.objects.get(username="priya")
+    utility = MemoryEntry.objects.get(pk=demo.fridays.entry_id).utility
     client = Client()
     client.force_login(priya)
     page = client.get(f"/turns/{demo.turn.pk}/").content.decode()
@@ -420,9 +421,9 @@ def test_priya_cannot_rewrite_what_sam_okafor_said_about_himself(demo: Demo) -> 
 
     entry = MemoryEntry.objects.get(pk=demo.fridays.entry_id)
     assert entry.status == EntryStatus.LIVE and entry.current_revision_id == demo.fridays.pk
-    assert entry.flagged_for_review and entry.utility < 0
+    assert entry.flagged_for_review and entry.utility == utility - 1.0
     assert not MemoryRevision.objects.filter(entry=entry).exclude(pk=demo.fridays.pk).exists()
-    rejection = Rejection.objects.get()
+    rejection = Rejection.objects.get(revision=demo.fridays)
     assert (rejection.user, rejection.relation, rejection.kind, rejection.requested_kind) == (
         priya,
         CorrectionRelation.BYSTANDER,

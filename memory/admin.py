@@ -82,12 +82,14 @@ class EntryInspection:
     requests: list[SharingRequest]
     operations: list[MemoryOperation]
     appearances: list[RecallTraceItem]
+    #: Typed corrections and bystanders' reports (filed for review) of any revision, newest first.
+    rejections: list[Rejection]
 
 
 def entry_inspection(entry: MemoryEntry) -> EntryInspection:
     """The revision history (newest first, each with its evidence and source messages), grants and
     sharing requests of any revision, the latest ledger operations and the latest trace appearances."""
-    evidence = MemoryEvidence.objects.select_related("message__actor", "operator").order_by("pk")
+    evidence = MemoryEvidence.objects.select_related("message__actor", "operator", "actor").order_by("pk")
     revisions = list(
         MemoryRevision.objects.filter(entry=entry)
         .select_related("subject", "source_actor", "created_by_user", "restricted_to_conversation")
@@ -112,7 +114,12 @@ def entry_inspection(entry: MemoryEntry) -> EntryInspection:
         .select_related("trace", "revision")
         .order_by("-trace_id")[:RECENT_TRACES]
     )
-    return EntryInspection(revisions, grants, requests, operations, appearances)
+    rejections = list(
+        Rejection.objects.filter(revision__entry=entry)
+        .select_related("revision", "resulting_revision", "user")
+        .order_by("-pk")[:RECENT_OPERATIONS]
+    )
+    return EntryInspection(revisions, grants, requests, operations, appearances, rejections)
 
 
 def _to_the_second(moment: datetime | None) -> datetime | None:
@@ -869,8 +876,11 @@ class MemoryOperationAdmin(ReadOnlyAdmin):
 
 @admin.register(Rejection)
 class RejectionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "kind", "revision", "user", "correction_excerpt", "created_at")
-    list_filter = (AgentFilter, "kind")
+    """Typed corrections and, with relation "bystander", reports filed for review instead (``kind``
+    "wrong", ``requested_kind`` what was asked; docs/corrections.md)."""
+
+    list_display = ("id", "kind", "requested_kind", "relation", "revision", "user", "correction_excerpt", "created_at")
+    list_filter = (AgentFilter, "kind", "relation")
     list_select_related = ("revision", "user")
     search_fields = ("=revision__id", "user__username")
     show_full_result_count = False

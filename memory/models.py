@@ -291,6 +291,7 @@ class EvidenceKind(models.TextChoices):
     INHERITED_MESSAGE = "inherited_message", "History the turn had loaded or searched"
     INHERITED_REVISION = "inherited_revision", "Memory the turn had recalled, or the amended revision"
     OPERATOR = "operator", "Operator statement"
+    CORRECTION = "correction", "Correction on the turn page, by the person named"
 
 
 class DeletedRevision(models.Model):
@@ -325,6 +326,15 @@ class MemoryEvidence(AudienceColumns):
         MemoryRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     operator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    actor = models.ForeignKey(
+        Actor,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who made a correction (the subject or the source, through their login); an operator's "
+        "correction names the operator instead.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -339,7 +349,11 @@ class MemoryEvidence(AudienceColumns):
                     parent_revision__isnull=True,
                 )
                 | Q(kind=EvidenceKind.INHERITED_REVISION, message__isnull=True, parent_revision__isnull=False)
-                | Q(kind=EvidenceKind.OPERATOR, message__isnull=True, parent_revision__isnull=True),
+                | Q(kind=EvidenceKind.OPERATOR, message__isnull=True, parent_revision__isnull=True)
+                | (
+                    Q(kind=EvidenceKind.CORRECTION, message__isnull=True, parent_revision__isnull=True)
+                    & (Q(actor__isnull=False) | Q(operator__isnull=False))
+                ),
                 name="evidence_reference_matches_kind",
             ),
         ]
@@ -652,8 +666,22 @@ class RejectionKind(models.TextChoices):
     WRONG = "wrong", "Something's wrong"
 
 
+class CorrectionRelation(models.TextChoices):
+    """Who the person correcting a belief is to it, which decides what their correction may do
+    (``docs/corrections.md``): the first three apply typed corrections, anyone else files a report."""
+
+    SUBJECT = "subject", "The person it is about"
+    SOURCE = "source", "The person who said it"
+    OPERATOR = "operator", "An operator of the tenant"
+    BYSTANDER = "bystander", "Someone else who was shown it"
+
+
 class Rejection(models.Model):
-    """An end user's typed correction of a recalled belief; replayed by every later re-derivation."""
+    """An end user's typed correction of a recalled belief; replayed by every later re-derivation.
+
+    ``kind`` is what was applied; ``requested_kind`` what the person asked for, which differs only
+    when a bystander's correction was filed for review instead (``kind`` "wrong").
+    """
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
@@ -666,10 +694,28 @@ class Rejection(models.Model):
     resulting_revision = models.ForeignKey(
         MemoryRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    #: Empty on rejections recorded before the authority rule existed.
+    relation = models.CharField(max_length=16, choices=CorrectionRelation.choices, blank=True, default="")
+    requested_kind = models.CharField(max_length=16, choices=RejectionKind.choices, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [choices_constraint("rejection_kind_valid", "kind", RejectionKind)]
+        constraints = [
+            choices_constraint("rejection_kind_valid", "kind", RejectionKind),
+            models.CheckConstraint(
+                condition=Q(relation__in=["", *CorrectionRelation.values]), name="rejection_relation_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(requested_kind__in=["", *RejectionKind.values]), name="rejection_requested_kind_valid"
+            ),
+            # Only a correction filed for review differs from what was applied, and it changes no revision.
+            models.CheckConstraint(
+                condition=Q(requested_kind="")
+                | Q(requested_kind=F("kind"))
+                | Q(kind=RejectionKind.WRONG, relation=CorrectionRelation.BYSTANDER, resulting_revision__isnull=True),
+                name="rejection_review_changes_nothing",
+            ),
+        ]
         indexes = [models.Index(fields=["agent", "fingerprint"], name="rejection_fingerprint")]
         triggers = [protect_rows("append_only")]
 

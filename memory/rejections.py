@@ -4,17 +4,28 @@ Every item on the turn page carries its revision id, so "this is wrong" names ex
 user says *what* is wrong, and each kind is a different write through the ordinary services:
 
 - **Not true** retires the belief (``entry_forget``); every revision and its evidence are kept.
-- **Was true, has changed** supersedes it with the user's correction (``revision_amend``): the
-  correction becomes the body, user-stated, valid from now, created by ``user_correction``.
+- **Was true, has changed** supersedes it with the correction (``revision_amend``): the correction
+  becomes the body, valid from now, created by ``user_correction``, stated by the corrector.
 - **True elsewhere, not here** corrects scope and portability; it retires nothing (see
   :func:`rejection_record` for exactly what it changes).
 - **Something's wrong** flags the entry for operator review and lowers its utility; it changes no
   revision, because retiring on an ambiguous signal destroys information.
 
+Who may apply the first three (``docs/corrections.md``; the rule is
+:func:`memory.selectors.correction_relations`): the belief's subject, its source, and the tenant's
+operators. Anyone else who was shown it files a report instead: the undifferentiated rejection
+(flagged for review and down-weighted, never retired), recording what they asked for. The rule
+lives here, in the service, so every surface that records a rejection gets it.
+
+A correction never inherits the authority of what it replaces: its revision carries the
+corrector's own (:data:`CORRECTION_AUTHORITY`), its evidence names the corrector, and a restated
+belief's source actor becomes the corrector.
+
 Each rejection is a durable, append-only ``Rejection`` event with the belief's fingerprint
 (:mod:`memory.fingerprint`). "Not true" and "has changed" are replayed by every later write: the
 services refuse to store that statement about that subject again (``rejected_belief``), and a
-reindex cannot revive it because eligibility reads canonical rows, not the index.
+reindex cannot revive it because eligibility reads canonical rows, not the index. A report is not
+replayed: it decided nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from history.models import Conversation, Message
 from memory.fingerprint import revision_fingerprint
 from memory.models import (
     Authority,
+    CorrectionRelation,
     EntryStatus,
     Lifecycle,
     MemoryEntry,
@@ -40,12 +52,21 @@ from memory.models import (
     RejectionKind,
     RevisionOrigin,
 )
-from memory.selectors import source_messages, trace_conversation, visible_trace_item
-from memory.services import Provenance, entry_forget, revision_amend
+from memory.selectors import correction_item, correction_relations, source_messages, trace_conversation
+from memory.services import Correction, Provenance, entry_forget, revision_amend
 
 #: How much "something's wrong" lowers an entry's utility: the weight of one citation.
 WRONG_UTILITY_PENALTY = 1.0
 MAX_CORRECTION_LENGTH = 2_000
+
+#: The authority and confidence of the statement a correction writes, by who made it. The subject's
+#: word about themselves is first-hand (high band); a source restating something about someone else,
+#: or an operator, is second-hand (medium band); an operator's statement is affirmed, not user-stated.
+CORRECTION_AUTHORITY: dict[str, tuple[str, float]] = {
+    CorrectionRelation.SUBJECT: (Authority.USER_STATED, 0.8),
+    CorrectionRelation.SOURCE: (Authority.USER_STATED, 0.6),
+    CorrectionRelation.OPERATOR: (Authority.AFFIRMED, 0.6),
+}
 
 
 @transaction.atomic
@@ -53,7 +74,8 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
     """Record the user's rejection of one traced belief and apply it; return the committed event.
 
     The user must be able to see that item on a turn page (a conversation they could read, within
-    both ceilings, not withheld), else ``NotFound``, exactly as for a missing item. The rejection
+    both ceilings, not withheld) or operate its tenant, else ``NotFound``, exactly as for a missing
+    item. The rejection
     applies to the belief as it stands: if the entry was retired or has a newer revision since the
     turn, it raises ``Conflict`` and writes nothing (the page shows what changed instead).
 
@@ -69,6 +91,12 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
 
     Corrections keep the belief's source audience (the new revision inherits the old one), so a
     correction is disclosed exactly where the belief it replaces was, never further.
+
+    Only the belief's subject, its source or an operator of its tenant apply *not true*, *has
+    changed* and *not here* (:func:`memory.selectors.correction_relations`). From anyone else who can
+    see the item, each kind is recorded as a report: the entry is flagged for review and
+    down-weighted, no revision changes, and the event keeps the kind asked for and the suggested
+    correction for the operator (``kind`` "wrong", ``requested_kind`` what was asked).
     """
     if kind not in RejectionKind.values:
         raise Unprocessable(f"unknown rejection kind {kind!r}", code="invalid_kind")
@@ -80,7 +108,7 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
     if kind != RejectionKind.CHANGED:
         correction = ""
 
-    item = visible_trace_item(user, trace_item_id)
+    item = correction_item(user, trace_item_id)
     revision = item.revision
     # Lock the entry row alone: a join here would lock the agent row too, serialising unrelated writes.
     entry = MemoryEntry.objects.select_for_update().get(pk=item.entry_id)
@@ -94,19 +122,25 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
         )
 
     agent = entry.agent
+    relation = correction_relations(user, [revision])[revision.pk]
+    requested = kind
+    if relation == CorrectionRelation.BYSTANDER:
+        kind = RejectionKind.WRONG  # filed for review: the undifferentiated rejection, never applied
     resulting: MemoryRevision | None = None
     now = timezone.now()
     if kind == RejectionKind.NOT_TRUE:
         entry_forget(agent=agent, entry_id=entry.pk)
     elif kind == RejectionKind.CHANGED:
+        authority, confidence = CORRECTION_AUTHORITY[relation]
         resulting = revision_amend(
             agent=agent,
             entry_id=entry.pk,
             expected_revision_id=revision.pk,
-            provenance=Provenance(),
+            provenance=_correction_provenance(user, relation, revision, restates=True),
             body=correction,
             changes={
-                "authority": Authority.USER_STATED,
+                "authority": authority,
+                "confidence": confidence,
                 "lifecycle": Lifecycle.ACTIVE,
                 "valid_from": now,
                 "valid_to": _still_open(revision.valid_to, now),
@@ -116,11 +150,12 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
     elif kind == RejectionKind.NOT_HERE:
         here = trace_conversation(item.trace)
         assert here is not None  # visible items always come from a conversation's trace
+        # The statement and its author stay (only where it applies changes); the evidence names the corrector.
         resulting = revision_amend(
             agent=agent,
             entry_id=entry.pk,
             expected_revision_id=revision.pk,
-            provenance=Provenance(),
+            provenance=_correction_provenance(user, relation, revision, restates=False),
             changes=_not_here_changes(revision, carried=item.carried, here=here),
             created_by=RevisionOrigin.USER_CORRECTION,
         ).revision
@@ -135,10 +170,27 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
         trace_item=item,
         revision=revision,
         kind=kind,
+        requested_kind=requested,
+        relation=relation,
         correction=correction,
         origin_scope=revision.origin_scope,
         fingerprint=revision_fingerprint(revision),
         resulting_revision=resulting,
+    )
+
+
+def _correction_provenance(
+    user: AbstractBaseUser, relation: str, revision: MemoryRevision, *, restates: bool
+) -> Provenance:
+    """Evidence naming the corrector: their own actor (the subject or the source; for the subject,
+    the subject actor itself), or, for an operator, no actor and the operator's login."""
+    actor_id = None
+    if relation == CorrectionRelation.SUBJECT:
+        actor_id = revision.subject_id
+    elif relation == CorrectionRelation.SOURCE:
+        actor_id = revision.source_actor_id
+    return Provenance(
+        correction=Correction(user=user, actor_id=actor_id, audience=revision.audience, restates=restates)
     )
 
 
@@ -178,4 +230,10 @@ def rejection_summary(rejection: Rejection) -> str:
             return f"Scoped {old}: now {new}, kept only in the conversation where it was learned."
         origin = rejection.origin_scope or "its own project"
         return f"Scoped {old}: now {new}, local to {origin}; it no longer carries into other projects."
+    if rejection.relation == CorrectionRelation.BYSTANDER and rejection.requested_kind != RejectionKind.WRONG:
+        return (
+            f"Reported {old} for review: only the person it is about, the person who said it or an operator "
+            "can change it, so an operator will look at your report. It ranks lower meanwhile; nothing was "
+            "changed or retired."
+        )
     return f"Flagged {old} for review: it ranks lower until an operator looks at it. Nothing was retired."

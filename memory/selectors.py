@@ -31,12 +31,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from accounts.models import Actor
+from accounts.models import Actor, IdentityLink, OperatorScope, RuntimeAgent, UserActor
 from config.errors import NotFound
 from history.audience import Audience, AudienceKind
 from history.models import Conversation, Message, Turn
 from memory.models import (
     Authority,
+    CorrectionRelation,
     EntryStatus,
     EvidenceKind,
     MemoryEvidence,
@@ -125,6 +126,65 @@ def message_for_viewer(user: Viewer, message_id: int) -> Message:
     if message is None:
         raise NotFound("message not found", code="message_not_found")
     return message
+
+
+def correction_relations(user: Viewer, revisions: Sequence[MemoryRevision]) -> dict[int, CorrectionRelation]:
+    """Who ``user`` is to each revision when they correct it (``docs/corrections.md``), first match wins:
+
+    - **subject**: one of the user's actors (``UserActor``) is the revision's subject, or is joined to
+      it by a verified, unrevoked ``IdentityLink`` of the revision's agent (the same person);
+    - **source**: likewise for the revision's source actor, which the write path records from the
+      revision's evidence (the author of its source message, or the person whose correction wrote it);
+    - **operator**: an active staff user scoped to the tenant of the revision's agent, or a superuser;
+    - **bystander**: anyone else. A bystander's correction is filed for review, never applied.
+
+    The page's wording and :func:`memory.rejections.rejection_record` both read this one rule.
+    """
+    if not revisions:
+        return {}
+    if not user.is_authenticated:
+        return {r.pk: CorrectionRelation.BYSTANDER for r in revisions}
+    agent_ids = {r.agent_id for r in revisions}
+    mine = set(UserActor.objects.filter(user_id=user.pk).values_list("actor_id", flat=True))
+    selves = {agent_id: set(mine) for agent_id in agent_ids}
+    for agent_id, actor_a, actor_b in IdentityLink.objects.filter(
+        Q(actor_a_id__in=mine) | Q(actor_b_id__in=mine), agent_id__in=agent_ids, revoked_at__isnull=True
+    ).values_list("agent_id", "actor_a_id", "actor_b_id"):
+        selves[agent_id].update((actor_a, actor_b))
+    tenants = dict(RuntimeAgent.objects.filter(pk__in=agent_ids).values_list("pk", "tenant_id"))
+    operated = _operated_tenants(user, set(tenants.values()))
+    relations: dict[int, CorrectionRelation] = {}
+    for revision in revisions:
+        me = selves[revision.agent_id]
+        if revision.subject_id is not None and revision.subject_id in me:
+            relations[revision.pk] = CorrectionRelation.SUBJECT
+        elif revision.source_actor_id is not None and revision.source_actor_id in me:
+            relations[revision.pk] = CorrectionRelation.SOURCE
+        elif tenants[revision.agent_id] in operated:
+            relations[revision.pk] = CorrectionRelation.OPERATOR
+        else:
+            relations[revision.pk] = CorrectionRelation.BYSTANDER
+    return relations
+
+
+def _operated_tenants(user: Viewer, tenant_ids: set[int]) -> set[int]:
+    """Which of these tenants ``user`` operates: the admin's scoping rule (``OperatorScope``, staff only)."""
+    if not (user.is_authenticated and user.is_active and getattr(user, "is_staff", False)):
+        return set()
+    if getattr(user, "is_superuser", False):
+        return tenant_ids
+    return set(
+        OperatorScope.objects.filter(user_id=user.pk, tenant_id__in=tenant_ids).values_list("tenant_id", flat=True)
+    )
+
+
+def correction_item(user: Viewer, trace_item_id: int) -> RecallTraceItem:
+    """A traced item ``user`` may correct or report: one they can see on a turn page, or, for an
+    operator, any item of their tenant's agents (the admin shows them every trace). Else NotFound."""
+    item = RecallTraceItem.objects.filter(pk=trace_item_id).select_related("trace", "revision", "entry__agent").first()
+    if item is not None and item.entry.agent.tenant_id in _operated_tenants(user, {item.entry.agent.tenant_id}):
+        return item
+    return visible_trace_item(user, trace_item_id)
 
 
 def _viewer_destinations(user: Viewer, agent_id: int) -> list[tuple[Audience, tuple[int, ...]]]:
@@ -228,11 +288,17 @@ class ShownItem:
     #: "current", "changed" (a later revision replaced it) or "retired" (forgotten).
     state: str
     successor: str | None
+    #: Who the viewer is to this belief: a bystander's correction goes to review (``docs/corrections.md``).
+    relation: str = CorrectionRelation.BYSTANDER
     rejections: list[Rejection] = field(default_factory=list)
 
     @property
     def actionable(self) -> bool:
         return self.state == "current"
+
+    @property
+    def may_correct(self) -> bool:
+        return self.relation != CorrectionRelation.BYSTANDER
 
 
 @dataclass(frozen=True)
@@ -280,6 +346,7 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
         .order_by("trace_id", "position")
     )
     sources = source_messages([i.revision for i in items])
+    relations = correction_relations(user, list({i.revision_id: i.revision for i in items}.values()))
     readable = set(
         Message.objects.filter(pk__in=set(sources.values()), conversation__in=readable_conversations(user)).values_list(
             "pk", flat=True
@@ -326,6 +393,7 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
                 source_message_readable=source_message in readable,
                 state=state,
                 successor=successor,
+                relation=relations[revision.pk],
                 rejections=rejections.get(item.pk, []),
             )
         )

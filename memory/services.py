@@ -44,6 +44,22 @@ from memory.models import (
 
 
 @dataclass(frozen=True)
+class Correction:
+    """A person's correction on the turn page, as evidence of the revision it writes.
+
+    ``actor_id`` is the corrector's own actor in this perspective (the subject or the source), None
+    for an operator, who is named by ``user``. ``restates``: the correction supplies the statement
+    (*was true, has changed*), so the revision's source actor becomes the corrector; a scope
+    correction (*true elsewhere, not here*) keeps the statement and its author.
+    """
+
+    user: AbstractBaseUser
+    actor_id: int | None
+    audience: Audience
+    restates: bool
+
+
+@dataclass(frozen=True)
 class Provenance:
     """Where a write's content came from, as ids in the writing agent's perspective."""
 
@@ -52,6 +68,7 @@ class Provenance:
     inherited_revision_ids: Sequence[int] = ()
     operator: AbstractBaseUser | None = None
     operator_audience: Audience | None = None
+    correction: Correction | None = None
 
     @classmethod
     def from_turn(cls, turn: Turn, *, recalled_revision_ids: Iterable[int] = ()) -> Provenance:
@@ -340,7 +357,7 @@ def _validate_belief(agent: RuntimeAgent, belief: Belief) -> None:
 def _refuse_rejected(agent: RuntimeAgent, belief: Belief) -> None:
     if is_rejected(agent_id=agent.pk, body=belief.body, subject_id=belief.subject_id):
         raise Unprocessable(
-            "this statement was rejected as untrue by the person it concerns; it is not stored again",
+            "this statement was rejected as untrue (by its subject, its source or an operator); it is not stored again",
             code="rejected_belief",
         )
 
@@ -389,6 +406,8 @@ def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any
         if provenance.operator_audience is None:
             raise Unprocessable("an operator statement needs an audience", code="operator_audience_required")
         sources.append(_Source(EvidenceKind.OPERATOR, provenance.operator_audience))
+    if provenance.correction is not None:
+        sources.append(_Source(EvidenceKind.CORRECTION, provenance.correction.audience))
     if require_any and not sources:
         raise Unprocessable("a memory needs a source message or an operator statement", code="provenance_required")
     return sources
@@ -442,15 +461,22 @@ def _write_revision(
         origin_scope = source_message.conversation.project if source_message is not None else ""
     audience = most_restrictive(s.audience for s in sources)
     now = timezone.now()
+    correction = provenance.correction
+    if source_message is not None:
+        source_actor_id = source_message.actor_id
+    elif correction is not None and correction.restates:
+        # The corrector said this, not whoever stated the belief it replaces (None: an operator).
+        source_actor_id = correction.actor_id
+    else:
+        source_actor_id = previous.source_actor_id if previous is not None else None
+    created_by_user = provenance.operator or (correction.user if correction is not None else None)
     revision = MemoryRevision(
         entry=entry,
         agent=agent,
         number=number,
         body=belief.body.strip(),
         subject_id=belief.subject_id,
-        source_actor_id=source_message.actor_id
-        if source_message is not None
-        else (previous.source_actor_id if previous is not None else None),
+        source_actor_id=source_actor_id,
         belief_type=belief.belief_type,
         portability=belief.portability,
         origin_scope=origin_scope,
@@ -466,7 +492,7 @@ def _write_revision(
         restricted_to_conversation_id=belief.restricted_to_conversation_id,
         created_by=created_by,
         turn=turn,
-        created_by_user=provenance.operator if provenance.operator is not None else None,  # type: ignore[misc]
+        created_by_user=created_by_user,  # type: ignore[misc]
     )
     revision.set_audience(audience)
     revision.save()
@@ -477,7 +503,8 @@ def _write_revision(
             kind=source.kind,
             message=source.message,
             parent_revision=source.parent_revision,
-            operator=provenance.operator if source.kind == EvidenceKind.OPERATOR else None,  # type: ignore[misc]
+            operator=_evidence_operator(source.kind, provenance),  # type: ignore[misc]
+            actor_id=correction.actor_id if correction is not None and source.kind == EvidenceKind.CORRECTION else None,
             audience_kind=source.audience.kind,
             audience_namespace=source.audience.namespace,
             audience_readers=list(source.audience.readers),
@@ -485,6 +512,14 @@ def _write_revision(
         for source in sources
     )
     return revision
+
+
+def _evidence_operator(kind: str, provenance: Provenance) -> AbstractBaseUser | None:
+    if kind == EvidenceKind.OPERATOR:
+        return provenance.operator
+    if kind == EvidenceKind.CORRECTION and provenance.correction is not None and provenance.correction.actor_id is None:
+        return provenance.correction.user  # an operator's correction: no actor of theirs, so name them
+    return None
 
 
 # --------------------------------------------------------------------------------------------------

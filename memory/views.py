@@ -2,7 +2,9 @@
 
 Server-rendered and usable without JavaScript. Views are thin: they resolve the viewer's objects
 through :mod:`memory.selectors` (a turn, message or item the viewer may not see is a 404, exactly like
-a missing one), call :func:`memory.rejections.rejection_record` for writes, and render.
+a missing one), call :func:`memory.rejections.rejection_record` for writes, and render. Whether a
+correction applies or is filed for review is decided there, not here (docs/corrections.md); the page
+only says which it will be.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpResponse:
-    """Apply one rejection kind to one item of this turn's page, then show the page again (POST,
-    redirect, GET) with what committed, or why nothing did."""
+    """Apply one rejection kind to one item of this turn's page (or, from a bystander, file it for
+    review), then show the page again (POST, redirect, GET) with what committed, or why nothing did."""
     user = _user(request)
     try:
         turn = turn_for_viewer(user, turn_id)

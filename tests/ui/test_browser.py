@@ -1,6 +1,7 @@
 """The end user's surface in real headless Chromium: log in, open a turn, see what the agent knew
-(used / available), correct it four ways, and find the rejected beliefs gone from the next recall
-and after a reindex; another user gets a 404 for the same page."""
+(used / available), correct what is hers three ways, report what is not hers for review, and find
+the rejected beliefs gone from the next recall and after a reindex; another user gets a 404 for the
+same page."""
 
 from __future__ import annotations
 
@@ -78,8 +79,11 @@ def test_a_user_sees_what_the_agent_knew_and_corrects_it(live_world: World, page
     assert reject(page, lisbon, "Not true").startswith(f"Retired [{lisbon}]")
     changed = reject(page, tea, "Save the correction", correction="Drinks black coffee now.")
     assert changed.startswith(f"Corrected [{tea}]: superseded by [m:")
-    scoped = reject(page, launch, "True elsewhere, not here", moment="in_turn")
-    assert scoped.startswith(f"Scoped [{launch}]") and "local to atlas" in scoped
+    # The launch date is Victor's workspace fact: Alice is told her choice goes to review, and it does.
+    notice = card(page, launch, "in_turn").locator(".review-notice").text_content()
+    assert notice is not None and "sent to an operator for review" in notice
+    reported = reject(page, launch, "Report: true elsewhere, not here", moment="in_turn")
+    assert reported.startswith(f"Reported [{launch}] for review") and "nothing was changed" in reported
     assert reject(page, manager, "Something's wrong").startswith(f"Flagged [{manager}] for review")
     assert Rejection.objects.filter(user=world.alice).count() == 4
     assert card(page, lisbon).locator(".badge.gone").inner_text() == "since retired"
@@ -88,7 +92,7 @@ def test_a_user_sees_what_the_agent_knew_and_corrects_it(live_world: World, page
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "turn-view-corrected")
 
-    gone = {world.revisions[k].pk for k in ("lisbon", "tea", "launch")}
+    gone = {world.revisions[k].pk for k in ("lisbon", "tea")}
     assert not recalled_in_new_turn(world) & gone
     assert world.revisions["manager"].pk in recalled_in_new_turn(world)  # flagged, not retired
     call_command("embeddings", "rebuild")

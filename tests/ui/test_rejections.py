@@ -4,9 +4,11 @@ that a belief rejected as untrue never comes back, through any write path or a r
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
 
+from accounts.models import OperatorScope, UserActor
 from config.errors import NotFound, Unprocessable
 from history.models import Message
 from memory.fingerprint import belief_fingerprint
@@ -38,9 +40,9 @@ def item(world: World, key: str, *, turn_id: int | None = None) -> RecallTraceIt
     return found
 
 
-def reject(world: World, key: str, kind: str, correction: str = "", **where: int) -> str:
-    """POST the item's form as Alice, follow the redirect, return the page."""
-    client = world.client(world.alice)
+def reject(world: World, key: str, kind: str, correction: str = "", *, user: User | None = None, **where: int) -> str:
+    """POST the item's form as Alice (or ``user``), follow the redirect, return the page."""
+    client = world.client(user or world.alice)
     turn_id = where.get("turn_id", world.turn.pk)
     target = item(world, key, turn_id=turn_id)
     response = client.post(
@@ -88,8 +90,12 @@ def test_has_changed_needs_the_correction(world: World) -> None:
 
 
 def test_true_elsewhere_not_here_makes_a_carried_belief_local_to_its_project(world: World) -> None:
+    """Applied by Alice as an operator of the workspace: the launch date is Victor's statement."""
     launch = world.revisions["launch"]
     assert item(world, "launch").carried
+    world.alice.is_staff = True
+    world.alice.save(update_fields=["is_staff"])
+    OperatorScope.objects.create(user=world.alice, tenant=world.runtime.agent.tenant)
     html = reject(world, "launch", RejectionKind.NOT_HERE)
     new = MemoryRevision.objects.get(supersedes=launch)
     assert (new.portability, new.body, new.origin_scope) == (Portability.LOCAL, LAUNCH, "atlas")
@@ -106,7 +112,9 @@ def test_true_elsewhere_not_here_restricts_an_uncarried_belief_to_where_it_was_l
     dev = {"kind": "workspace"}
     asked = world.turn_in("atlas-dev", "U200", "When is the atlas launch?", audience=dev, project="atlas")
     assert not item(world, "launch", turn_id=asked).carried
-    html = reject(world, "launch", RejectionKind.NOT_HERE, turn_id=asked)
+    victor = User.objects.create_user(username="victor")  # who said it, so his correction applies
+    UserActor.objects.create(user=victor, actor=world.runtime.actor("U100"))
+    html = reject(world, "launch", RejectionKind.NOT_HERE, user=victor, turn_id=asked)
     new = MemoryRevision.objects.get(supersedes=world.revisions["launch"])
     general = world.runtime.conversation("general")
     assert new.restricted_to_conversation_id == general.pk and new.portability == Portability.PORTABLE

@@ -41,7 +41,7 @@ from memory.models import (
 )
 from memory.retrieval.candidates import hydrate
 from memory.retrieval.eligibility import (
-    DESTINATION_ARGS,
+    DISCLOSURE_ARGS,
     EligibleMessages,
     EligibleRevisions,
     Perspective,
@@ -658,7 +658,7 @@ def _recheck(
     messages = EligibleMessages(perspective)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(memory_ids)s::bigint[], {DESTINATION_ARGS}),"
+            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(memory_ids)s::bigint[], {DISCLOSURE_ARGS}),"
             f" ARRAY(SELECT el.revision_id FROM ({revisions.sql()}) el"
             " WHERE el.revision_id = ANY(%(cited_ids)s::bigint[])),"
             f" (SELECT count(*) FROM {messages.owned()} WHERE m.id = ANY(%(history_ids)s::bigint[])"

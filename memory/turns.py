@@ -473,6 +473,7 @@ def _search_history(context: RoundContext, args: dict[str, Any]) -> CallResult:
     )
     payload = {
         "message_ids": result.message_ids,
+        "blocked": result.blocked,
         "hits": [
             {
                 "message": _message_payload(hit.message),
@@ -500,6 +501,7 @@ def _message_payload(message: Any) -> dict[str, Any]:
         "direction": message.direction,
         "created_at": message.created_at.isoformat(),
         "body": message.body,
+        "blocked": message.blocked or None,
     }
 
 

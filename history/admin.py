@@ -407,7 +407,7 @@ class TurnAdmin(ReadOnlyAdmin):
 
 @admin.register(ConversationSearchEvent)
 class ConversationSearchEventAdmin(ReadOnlyAdmin):
-    list_display = ("id", "agent", "turn", "degradation", "exclusion_counts", "created_at")
+    list_display = ("id", "agent", "turn", "degradation", "exclusion_counts", "blocked_count", "created_at")
     list_filter = (AgentFilter, ("degradation", admin.EmptyFieldListFilter))
     list_select_related = ("agent__tenant", "turn")
     search_fields = ("=id", "=query_digest")

@@ -382,6 +382,10 @@ class ConversationSearchEvent(models.Model):
     destination_audience = models.JSONField(default=dict)
     selected = models.JSONField(default=list, blank=True)
     exclusion_counts = models.JSONField(default=dict, blank=True)
+    #: Results (hits and neighbours) the safety scan withheld: returned as ``[BLOCKED]`` with their ids,
+    #: their text never shown. Ids only, like the rest of the row.
+    blocked_count = models.PositiveIntegerField(default=0)
+    blocked_message_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
     degradation = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -18,6 +18,14 @@ the pool and one bounded neighbour query through the same eligible set: it reord
 message being answered and the loaded window are excluded. Every search, empty or not, writes a
 ``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed
 each match; if that write fails the search fails. Results join the turn's evidence.
+
+Transcript lines are data, never instructions, exactly like memories: every hit and every neighbour
+goes through memory recall's safety scan (:func:`memory.retrieval.safety.block_reason`) when it is
+hydrated, before anything reaches the agent. A line that looks like a prompt injection or holds a
+credential is returned as ``[BLOCKED]`` with its id, position and metadata kept (so the exchange still
+reads in order and provenance still names it) and its text never shown; blocking is per message, and
+the search audit records how many were withheld and their ids (``blocked_count``,
+``blocked_message_ids``).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from memory.embeddings.search import semantic_providers
 from memory.retrieval.eligibility import EligibleMessages, Perspective, linked_actors
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import FUNCTION_WORDS, WORD, content_terms, named_actor_ids
+from memory.retrieval.safety import block_reason
 
 POLICY_VERSION = "history@2"
 DEFAULT_LIMIT, MAX_LIMIT = 8, 20
@@ -128,6 +137,9 @@ class Filters:
 
 @dataclass(frozen=True)
 class FoundMessage:
+    """One transcript line as the agent is given it. ``blocked`` is why the safety scan withheld it
+    ("" if it did not); a withheld line's ``body`` is the ``[BLOCKED]`` placeholder, never its text."""
+
     message_id: int
     conversation_id: int
     actor_id: int | None
@@ -135,6 +147,7 @@ class FoundMessage:
     direction: str
     created_at: datetime
     body: str
+    blocked: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,6 +169,13 @@ class HistoryResult:
     code: str = ""  # "search_budget_exhausted" when the turn's evidence ceiling is reached
     exclusion_counts: dict[str, int] = field(default_factory=dict)
     degradation: str = ""
+    #: Results (hits and neighbours) the safety scan withheld, counted once each.
+    blocked: int = 0
+
+
+def blocked_placeholder(reason: str) -> str:
+    """What the agent reads instead of a withheld line (as memory recall renders a withheld item)."""
+    return f"[BLOCKED] withheld: {reason}."
 
 
 def search_history(
@@ -668,6 +688,8 @@ def _hydrate(
         rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
     def found(row: dict[str, Any]) -> FoundMessage:
+        # The safety scan, on every line the agent will be given (hit or neighbour), before it leaves.
+        reason = block_reason(row["body"])
         return FoundMessage(
             message_id=row["message_id"],
             conversation_id=row["conversation_id"],
@@ -675,7 +697,8 @@ def _hydrate(
             actor=actor_label(row["actor_name"], row["actor_external_id"]) if row["actor_id"] else None,
             direction=row["direction"],
             created_at=row["created_at"],
-            body=row["body"],
+            body=blocked_placeholder(reason) if reason else row["body"],
+            blocked=reason,
         )
 
     by_hit: dict[int, dict[int, list[dict[str, Any]]]] = {}
@@ -729,10 +752,13 @@ def _finish(
     degradation: str = "",
 ) -> HistoryResult:
     message_ids: list[int] = []
+    blocked_ids: list[int] = []
     for hit in hits:
         for message in [*hit.before, hit.message, *hit.after]:
             if message.message_id not in message_ids:
                 message_ids.append(message.message_id)
+                if message.blocked:
+                    blocked_ids.append(message.message_id)
     with read_audit_transaction():
         if turn is not None and message_ids:
             # The turn's evidence grows in one update of its row (which takes the row lock), so
@@ -748,6 +774,8 @@ def _finish(
             destination_audience=perspective.destination.as_dict(),
             selected=[{"message_id": hit.message.message_id, "score": hit.score, **hit.components} for hit in hits],
             exclusion_counts=counts,
+            blocked_count=len(blocked_ids),
+            blocked_message_ids=blocked_ids,
             degradation=degradation,
         )
     return HistoryResult(
@@ -757,4 +785,5 @@ def _finish(
         code=code,
         exclusion_counts=counts,
         degradation=degradation,
+        blocked=len(blocked_ids),
     )

@@ -98,7 +98,7 @@ def entry_inspection(entry: MemoryEntry) -> EntryInspection:
     )
     grants = list(
         SharingGrant.objects.filter(revision__entry=entry)
-        .select_related("revision", "granted_by_actor", "granted_by_user")
+        .select_related("revision", "conversation", "granted_by_actor", "granted_by_user")
         .order_by("-pk")
     )
     requests = list(
@@ -630,9 +630,18 @@ class SharingRequestAdmin(ReadOnlyAdmin):
 class SharingGrantAdmin(ReadOnlyAdmin):
     """Grants are created only by decisions and only ever revoked; revocation applies on the next read."""
 
-    list_display = ("id", "revision", "audience", "granted_by_actor", "granted_by_user", "created_at", "revoked_at")
+    list_display = (
+        "id",
+        "revision",
+        "conversation",
+        "audience",
+        "granted_by_actor",
+        "granted_by_user",
+        "created_at",
+        "revoked_at",
+    )
     list_filter = (AgentFilter, ("revoked_at", admin.EmptyFieldListFilter))
-    list_select_related = ("revision", "granted_by_actor", "granted_by_user")
+    list_select_related = ("revision", "conversation", "granted_by_actor", "granted_by_user")
     search_fields = ("=id", "=revision__entry__id")
     show_full_result_count = False
     readonly_fields = ("audience",)

@@ -416,6 +416,7 @@ GRANT_FROZEN_COLUMNS = ", ".join(
         "agent_id",
         "revision_id",
         "request_id",
+        "conversation_id",
         "granted_by_actor_id",
         "granted_by_user_id",
         "audience_kind",
@@ -427,12 +428,27 @@ GRANT_FROZEN_COLUMNS = ", ".join(
 
 
 class SharingGrant(AudienceColumns):
-    """Permission to disclose one revision wherever ``audience_*`` may be disclosed. Revocable only."""
+    """Permission to disclose one revision in the one conversation it was approved for. Revocable only.
+
+    The grant admits the revision in ``conversation`` (the request's target) and nowhere else, and
+    there only while the conversation's audience stays within ``audience_*``, the audience the person
+    consented to (a room since widened is not what they agreed to). It is never read as "wherever this
+    audience class may go": a grant into a public channel does not open the revision to every public,
+    workspace or direct conversation (docs/grants.md). A grant without a conversation admits nothing.
+    """
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
     revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, related_name="grants")
     request = models.OneToOneField(
         SharingRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="grant"
+    )
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The one conversation this grant admits the revision in (its request's target).",
     )
     granted_by_actor = models.ForeignKey(Actor, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     granted_by_user = models.ForeignKey(

@@ -205,6 +205,7 @@ def conversation_delete(*, conversation: Conversation) -> DeletionPlan:
         _delete(MemoryOperation, "entry_id", entries)
         _delete(SharingGrant, "revision_id", revisions)
         _delete(SharingGrant, "request_id", requests)
+        _delete(SharingGrant, "conversation_id", {conversation.pk})  # grants into it admit nothing now
         _delete(SharingRequest, "id", requests)
         _delete(RevisionConflict, "revision_a_id", revisions)
         _delete(RevisionConflict, "revision_b_id", revisions)

@@ -15,7 +15,10 @@ Inside a readable turn, a traced item is shown only if it passes the stricter of
 
 Both are decided in SQL with the disclosure fragment of :mod:`memory.retrieval.eligibility`
 (``engram_audience_allows`` or a live sharing grant; unknown and mixed provenance reach nobody),
-never re-implemented here. Items withheld by the safety scan are never shown. Whatever is not shown
+never re-implemented here. A grant admits an item only for the conversation it was approved for, so
+both ceilings are judged for the trace's own conversation: a granted item shows on that conversation's
+turns, to a viewer the grant's audience reaches, and nowhere else (an operator preview, which has no
+conversation, admits nothing by grant). Items withheld by the safety scan are never shown. Whatever is not shown
 is counted, never described: the page says how many further items were considered and how many
 the safety scan withheld, never their ids or text, and nothing of scores, ranks or candidates.
 """
@@ -203,31 +206,39 @@ def _disclosure(prefix: str) -> str:
     return EligibleRevisions._audience_or_grant().replace("%(el_d_", f"%({prefix}_d_")
 
 
-def _destination_params(prefix: str, audience: Audience, linked: Iterable[int]) -> dict[str, Any]:
+def _destination_params(
+    prefix: str, audience: Audience, linked: Iterable[int], conversation_id: int | None
+) -> dict[str, Any]:
     return {
         f"{prefix}_d_kind": str(audience.kind),
         f"{prefix}_d_namespace": audience.namespace,
         f"{prefix}_d_readers": list(audience.readers),
         f"{prefix}_d_linked": list(linked),
+        f"{prefix}_d_conversation": conversation_id,
     }
 
 
 def items_within_ceilings(user: Viewer, trace: RecallTrace) -> set[int]:
     """Ids of ``trace``'s items this viewer may see: not blocked, and disclosable both to the recall's
-    destination and to the viewer's own ceiling."""
+    destination and to the viewer's own ceiling, each in the trace's conversation (where a grant must
+    have been approved to count)."""
     destinations = _viewer_destinations(user, trace.agent_id)
     if not destinations:
         return set()
     recall_audience = trace.audience
+    conversation = trace_conversation(trace)
+    conversation_id = conversation.pk if conversation is not None else None
     params: dict[str, Any] = {
         "el_agent": trace.agent_id,
         "trace": trace.pk,
-        **_destination_params("rc", recall_audience, linked_readers_for(trace.agent_id, recall_audience)),
+        **_destination_params(
+            "rc", recall_audience, linked_readers_for(trace.agent_id, recall_audience), conversation_id
+        ),
     }
     viewer_terms = []
     for n, (audience, linked) in enumerate(destinations):
         viewer_terms.append(_disclosure(f"v{n}"))
-        params.update(_destination_params(f"v{n}", audience, linked))
+        params.update(_destination_params(f"v{n}", audience, linked, conversation_id))
     sql = (
         "SELECT i.id FROM memory_recalltraceitem i JOIN memory_memoryrevision r ON r.id = i.revision_id"
         " WHERE i.trace_id = %(trace)s AND r.agent_id = %(el_agent)s AND i.blocked_reason = ''"

@@ -3,8 +3,10 @@
 ``request_memory_sharing`` (the agent's verb) records a pending request from a private conversation.
 A grant is created only by the authenticated source actor's own confirmation (an end user logged in
 as that actor) or by an operator's review in the admin; nothing an agent sends can create one.
-A grant discloses the revision wherever its audience may be disclosed; revoking it takes effect on
-the very next read, because eligibility reads live grants in SQL.
+A grant admits the revision only in the conversation the request named (and there only while that
+conversation's audience stays within the audience consented to), never wherever that audience class
+could reach (docs/grants.md); revoking it takes effect on the very next read, because eligibility
+reads live grants in SQL.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from memory.models import MemoryOperation, MemoryRevision, Operation, SharingGra
 def sharing_request_create(
     *, turn: Turn, revision: MemoryRevision, target: Conversation, round_number: int | None = None
 ) -> SharingRequest:
-    """Propose releasing ``revision`` to ``target``'s audience. The caller has checked that the turn
-    may see the revision; the source actor is the only person who can consent."""
+    """Propose releasing ``revision`` into ``target`` (that one conversation, as its audience stands
+    now). The caller has checked that the turn may see the revision; the source actor is the only
+    person who can consent."""
     if turn.audience_kind not in (AudienceKind.MEMBERS, AudienceKind.EXTERNAL):
         raise Unprocessable("sharing is requested from a private conversation", code="not_private")
     if target.agent_id != turn.agent_id:
@@ -71,6 +74,8 @@ def _grant(request: SharingRequest, **grantor: object) -> SharingGrant:
         agent_id=request.agent_id,
         revision_id=request.revision_id,
         request=request,
+        # The consent was for this conversation: the grant admits the revision there and nowhere else.
+        conversation_id=request.conversation_id,
         audience_kind=request.audience_kind,
         audience_namespace=request.audience_namespace,
         audience_readers=list(request.audience_readers),

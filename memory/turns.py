@@ -41,7 +41,7 @@ from memory.models import (
 )
 from memory.retrieval.candidates import hydrate
 from memory.retrieval.eligibility import (
-    DESTINATION_ARGS,
+    DISCLOSURE_ARGS,
     EligibleMessages,
     EligibleRevisions,
     Perspective,
@@ -473,6 +473,7 @@ def _search_history(context: RoundContext, args: dict[str, Any]) -> CallResult:
     )
     payload = {
         "message_ids": result.message_ids,
+        "blocked": result.blocked,
         "hits": [
             {
                 "message": _message_payload(hit.message),
@@ -500,6 +501,7 @@ def _message_payload(message: Any) -> dict[str, Any]:
         "direction": message.direction,
         "created_at": message.created_at.isoformat(),
         "body": message.body,
+        "blocked": message.blocked or None,
     }
 
 
@@ -658,7 +660,7 @@ def _recheck(
     messages = EligibleMessages(perspective)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(memory_ids)s::bigint[], {DESTINATION_ARGS}),"
+            f"SELECT engram_revisions_disclosable(%(el_agent)s, %(memory_ids)s::bigint[], {DISCLOSURE_ARGS}),"
             f" ARRAY(SELECT el.revision_id FROM ({revisions.sql()}) el"
             " WHERE el.revision_id = ANY(%(cited_ids)s::bigint[])),"
             f" (SELECT count(*) FROM {messages.owned()} WHERE m.id = ANY(%(history_ids)s::bigint[])"

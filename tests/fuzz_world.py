@@ -275,14 +275,17 @@ def build_world(rng: random.Random) -> list[AgentWorld]:
     for _ in range(45):
         world = rng.choice(worlds)
         revision = rng.choice(world.revisions)  # sometimes no longer current: a grant must not revive it
-        destination = rng.choice(world.conversations).audience
+        # Approved for one conversation, whose audience (often public or workspace-wide) would reach
+        # many others: it admits the revision in that conversation only.
+        target = rng.choice(world.conversations)
         grant = SharingGrant(
             agent=world.agent,
             revision=revision,
+            conversation=target,
             granted_by_actor_id=revision.source_actor_id,
             granted_by_user=None if revision.source_actor_id else operator,
         )
-        grant.set_audience(destination)
+        grant.set_audience(target.audience)
         grant.save()
         if rng.random() < 0.3:
             grant.revoked_at = timezone.now()
@@ -360,15 +363,22 @@ class Oracle:
             return "identity_link"
         return ""
 
-    def revision_path(self, revision: MemoryRevision, agent_id: int, destination: Audience, linked: set[int]) -> str:
-        """How a revision may reach ``destination``: its source audience (directly or through an
-        identity link) or an unrevoked grant of this agent; a grant never vouches for unknown or
-        "nobody" provenance. "" when nothing admits it."""
+    def revision_path(
+        self, revision: MemoryRevision, agent_id: int, destination: Audience, linked: set[int], conversation_id: int
+    ) -> str:
+        """How a revision may reach ``destination``, the audience of conversation ``conversation_id``:
+        its source audience (directly or through an identity link) or an unrevoked grant of this agent
+        approved for that very conversation, whose consented audience still admits the destination
+        (a grant is consent to one conversation, never to everywhere its audience class reaches); a
+        grant never vouches for unknown or "nobody" provenance. "" when nothing admits it."""
         path = self.text_path(revision.audience, destination, linked)
         if path:
             return path
         if revision.audience_kind not in ("unknown", "nobody") and any(
-            g.revoked_at is None and g.agent_id == agent_id and audience_allows(g.audience, destination, linked)
+            g.revoked_at is None
+            and g.agent_id == agent_id
+            and g.conversation_id == conversation_id
+            and audience_allows(g.audience, destination, linked)
             for g in self.grants.get(revision.pk, [])
         ):
             return "grant"

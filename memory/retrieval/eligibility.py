@@ -11,7 +11,7 @@ visibility rule. A memory revision is eligible for a turn only if, in SQL:
    one current at ``known_at`` and valid at ``as_of``), its lifecycle admits live recall, and
    ``valid_from <= as_of < valid_to``;
 3. its source audience may be disclosed to the destination audience (``engram_audience_allows``),
-   or a live sharing grant for that revision may be;
+   or a live sharing grant admits it here (see "Grants" below);
 4. its lineage is clean: a revision's source audience already folds in every source it was built
    from, most restrictive wins, when it was written (``memory.services``);
 5. explicit restrictions hold: a revision restricted to one conversation appears only there, and a
@@ -26,6 +26,27 @@ walk once, when the reply is inserted, and stores what it found with the reply
 (``history.models.lineage_fold_trigger``); each read checks the stored ancestors' audiences, that
 their conversations still exist, and the used revisions: by their folded audiences while none of them
 was deleted, otherwise one by one with their live grants.
+
+Grants. A grant is consent to one conversation, not to an audience class. Spec 000 makes sharing
+revision-scoped and decided only by people (the authenticated source actor's confirmation or an
+operator's review, never a model), and spec 003 makes ``engram_audience_allows`` the whole disclosure
+rule, "never loosened". So a live grant of this agent admits its revision only when
+
+- the destination *is* the conversation the grant was approved for (``g.conversation_id``, bound from
+  the perspective as ``el_d_conversation``; a perspective without a conversation, or a grant without
+  one, admits nothing by grant), and
+- that conversation's audience is still within the audience consented to
+  (``engram_audience_allows(grant audience, destination)``): a room widened since is not what the
+  person agreed to;
+
+and never for a revision of unknown or mixed ("nobody") provenance, for which no one person can
+consent. A DM memory granted into ``#atlas-core`` is therefore recalled in ``#atlas-core`` only: not in
+another person's DM, another channel of the workspace, or another workspace, even when the grant's
+audience (say, ``public``) would reach them. Replies follow the revision: the lineage rule
+(``engram_reply_lineage_allows`` -> ``engram_revisions_disclosable``) takes the destination
+conversation too, so a reply built on a granted revision is readable only where the grant is. The
+trace view judges its items by the same fragment (:func:`memory.selectors.items_within_ceilings`).
+docs/grants.md states the rule for operators.
 
 Rows withheld because their provenance is unknown are never returned; :meth:`withheld_unknown_sql`
 only counts them, for the audit's ``eligibility_withheld_unknown``.
@@ -121,6 +142,9 @@ def perspective_for_conversation(conversation: Conversation, *, requester_id: in
 
 #: The destination arguments every disclosure function takes, bound by ``destination_params``.
 DESTINATION_ARGS = "%(el_d_kind)s, %(el_d_namespace)s, %(el_d_readers)s::bigint[], %(el_d_linked)s::bigint[]"
+#: The destination arguments of the functions that also read grants: the audience and the conversation
+#: (a grant admits its revision only in the conversation it was approved for).
+DISCLOSURE_ARGS = f"{DESTINATION_ARGS}, %(el_d_conversation)s::bigint"
 
 
 def destination_params(perspective: Perspective) -> dict[str, Any]:
@@ -131,6 +155,7 @@ def destination_params(perspective: Perspective) -> dict[str, Any]:
         "el_d_namespace": d.namespace,
         "el_d_readers": list(d.readers),
         "el_d_linked": list(perspective.linked_readers),
+        "el_d_conversation": perspective.conversation_id,
         "el_conversation": perspective.conversation_id,
     }
 
@@ -239,6 +264,8 @@ class EligibleRevisions:
             f"{destination}) OR EXISTS (SELECT 1 FROM memory_sharinggrant g WHERE g.revision_id = r.id "
             # A grant never rescues unknown or mixed provenance: nobody could consent for it.
             "AND g.agent_id = %(el_agent)s AND g.revoked_at IS NULL AND r.audience_kind NOT IN ('unknown', 'nobody')"
+            # Only in the conversation it was approved for, never wherever its audience class reaches.
+            " AND g.conversation_id = %(el_d_conversation)s::bigint"
             " AND engram_audience_allows("
             f"g.audience_kind, g.audience_namespace, g.audience_readers, {destination})))"
         )
@@ -296,7 +323,7 @@ class EligibleMessages:
                 "lineage",
                 "(m.direction = 'inbound' OR engram_reply_lineage_allows(%(el_agent)s, m.lineage_audiences, "
                 "m.lineage_conversation_ids, m.lineage_revision_ids || m.memory_revision_ids, "
-                f"m.lineage_revision_audiences, {DESTINATION_ARGS}))",
+                f"m.lineage_revision_audiences, {DISCLOSURE_ARGS}))",
             ),
         ]
 

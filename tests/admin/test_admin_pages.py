@@ -155,6 +155,7 @@ def build_world(slug: str) -> World:
         agent=agent,
         revision=amended.revision,
         request=sharing,
+        conversation=conversation,
         granted_by_actor=alice,
         audience_kind="workspace",
         audience_namespace=connector.namespace,

@@ -36,7 +36,7 @@ from memory.models import (
     SharingGrant,
 )
 from tests.db.helpers import World, execute, fetch_one
-from tests.factories import ActorFactory, AgentFactory, make_message, make_revision
+from tests.factories import ActorFactory, AgentFactory, direct_conversation, make_message, make_revision, public_channel
 
 REFUSED = r"pgtrigger: Cannot"
 
@@ -226,6 +226,7 @@ def _grant(world: World) -> SharingGrant:
     return SharingGrant.objects.create(
         agent=world.agent,
         revision=make_revision(world.agent, audience=_workspace(world)),
+        conversation=direct_conversation(world.connector, world.actor),
         granted_by_actor=world.actor,
         audience_kind=audience.kind,
         audience_namespace=audience.namespace,
@@ -273,6 +274,8 @@ def _other_value(world: World, grant: SharingGrant, column: str) -> Any:
         return make_revision(world.agent, audience=_workspace(world)).pk
     if column == "granted_by_actor_id":
         return ActorFactory.create(connector=world.connector).pk
+    if column == "conversation_id":
+        return public_channel(world.connector).pk
     if column == "audience_namespace":
         return "slack:elsewhere"
     if column == "audience_readers":
@@ -287,6 +290,7 @@ def _other_value(world: World, grant: SharingGrant, column: str) -> Any:
 GRANT_COLUMNS = [
     "agent_id",
     "revision_id",
+    "conversation_id",
     "granted_by_actor_id",
     "audience_namespace",
     "audience_readers",

@@ -18,7 +18,8 @@ the search SQL:
 - for an agent reply, its whole lineage may too: every message reachable through
   ``history_message_ids`` exists, is the agent's, has evidence, carries at most 500 ids and has an
   audience that reaches the destination; every memory revision any of them used is the agent's and
-  reaches it by its audience or an unrevoked grant; over 500 direct ids or 5,000 nodes deny it all;
+  reaches it by its audience or by an unrevoked grant approved for this very conversation (never
+  wherever the grant's audience class reaches); over 500 direct ids or 5,000 nodes deny it all;
 - no result is an excluded id, a hit satisfies the structural filters, a neighbour shares its hit's
   conversation, and the text returned is the stored row's.
 
@@ -82,8 +83,9 @@ class Transcript:
     unproven: list[Message] = field(default_factory=list)
     #: Lines that must stay hidden somewhere: private lines, unproven lines, replies with provenance.
     targets: list[Message] = field(default_factory=list)
-    #: Revisions with a live grant: a reply built on one may go wherever the grant may.
-    granted: list[int] = field(default_factory=list)
+    #: Revisions with a live grant, by the conversation it was approved for: a reply built on one may
+    #: be read there, and nowhere else its own audience does not already admit the revision.
+    granted: dict[int, list[int]] = field(default_factory=dict)
     #: Replies carrying exactly the 500 history ids the lineage rule still accepts.
     at_cap: list[int] = field(default_factory=list)
 
@@ -126,7 +128,11 @@ def provenance(
     elif roll < 0.6:
         revisions += [r.pk for r in rng.sample(world.revisions, rng.randint(1, 2))]
     elif roll < 0.68 and mine.granted:
-        revisions.append(rng.choice(mine.granted))
+        # Mostly a revision granted into this room; sometimes one granted into another room, which the
+        # reply must not carry here.
+        granted_here = mine.granted.get(conversation.pk, [])
+        anywhere = [r for ids in mine.granted.values() for r in ids]
+        revisions.append(rng.choice(granted_here if granted_here and rng.random() < 0.75 else anywhere))
     elif roll < 0.83 and mine.replies:
         # A reply of a reply, of this room (chains grow round by round) or of anywhere: walk it all.
         here = [m for m in mine.replies[-30:] if m.conversation_id == conversation.pk]
@@ -180,11 +186,10 @@ def add_transcripts(rng: random.Random, worlds: list[AgentWorld], start: datetim
         transcripts[world.agent.pk] = transcript = Transcript()
         for message in Message.objects.filter(agent=world.agent).order_by("id"):
             transcript.add(message, proven=message.pk in evidenced)
-        transcript.granted = sorted(
-            SharingGrant.objects.filter(agent=world.agent, revoked_at__isnull=True).values_list(
-                "revision_id", flat=True
-            )
-        )
+        for conversation_id, revision_id in SharingGrant.objects.filter(
+            agent=world.agent, revoked_at__isnull=True
+        ).values_list("conversation_id", "revision_id"):
+            transcript.granted.setdefault(conversation_id, []).append(revision_id)
     for round_ in range(ROUNDS):
         if round_ == ROUNDS // 2:
             for world in worlds:
@@ -317,13 +322,16 @@ class TranscriptOracle:
         if not path:
             broken.append(f"audience {message.audience} may not reach {destination}")
         if message.direction == MessageDirection.OUTBOUND:
-            lineage, lineage_path = self.lineage(message, agent_id, destination, linked)
+            lineage, lineage_path = self.lineage(message, agent_id, destination, linked, conversation_id)
             broken += lineage
             path = f"{path}+{lineage_path}" if lineage_path else path
         return broken, path
 
-    def lineage(self, reply: Message, agent_id: int, destination: Audience, linked: set[int]) -> tuple[list[str], str]:
-        """What the reply's provenance breaks, walked here from rows, and how the lineage was admitted."""
+    def lineage(
+        self, reply: Message, agent_id: int, destination: Audience, linked: set[int], conversation_id: int
+    ) -> tuple[list[str], str]:
+        """What the reply's provenance breaks, walked here from rows, and how the lineage was admitted
+        (a revision by grant only in the conversation the grant was approved for)."""
         ids, revision_ids = reply.history_message_ids, reply.memory_revision_ids
         if not ids and not revision_ids:
             return [], ""
@@ -365,7 +373,7 @@ class TranscriptOracle:
             if revision is None or revision.agent_id != agent_id:
                 broken.append(f"lineage: revision {revision_id} is not this agent's")
                 continue
-            revision_path = self.memory.revision_path(revision, agent_id, destination, linked)
+            revision_path = self.memory.revision_path(revision, agent_id, destination, linked, conversation_id)
             if not revision_path:
                 broken.append(f"lineage: revision {revision_id} ({revision.audience}) may not reach {destination}")
             paths.add(revision_path)

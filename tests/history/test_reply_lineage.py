@@ -282,6 +282,7 @@ def test_a_revision_its_audience_does_not_admit_is_still_admitted_by_a_live_gran
     grant = SharingGrant.objects.create(
         agent=room.agent,
         revision_id=private,
+        conversation=room.general,
         granted_by_actor=room.alice,
         audience_kind="public",
         audience_namespace="",
@@ -292,6 +293,31 @@ def test_a_revision_its_audience_does_not_admit_is_still_admitted_by_a_live_gran
     grant.revoked_at = timezone.now()
     grant.save(update_fields=["revoked_at"])
     assert not room.visible(reply, room.general)
+
+
+def test_a_reply_built_on_a_granted_memory_is_read_only_where_the_grant_is(room: Room) -> None:
+    """A grant admits its revision in the conversation it was approved for, and so does the lineage
+    rule for a reply built on it: a public grant into #general does not carry the reply (public text
+    itself) into another public channel or Bob's DM, though the grant's audience would reach both."""
+    private = room.remember(room.say(room.alice_dm, room.alice, "The offsite is in Porto."), "Offsite in Porto.")
+    SharingGrant.objects.create(
+        agent=room.agent,
+        revision_id=private,
+        conversation=room.general,
+        granted_by_actor=room.alice,
+        audience_kind="public",
+        audience_namespace="",
+        audience_readers=[],
+    )
+    reply = room.reply(room.general, "See you all in Porto!", memory=[private])
+    echo = room.reply(room.general, "As I said: Porto.", history=[reply.pk])
+    announcements = public_channel(room.connector, title="#announcements")
+    bob_dm = direct_conversation(room.connector, room.bob)
+
+    assert room.visible(reply, room.general) and room.visible(echo, room.general)
+    for elsewhere in (announcements, bob_dm):
+        assert not room.visible(reply, elsewhere)
+        assert not room.visible(echo, elsewhere)
 
 
 def test_an_empty_revision_fold_on_a_reply_that_used_revisions_is_never_trusted(room: Room) -> None:

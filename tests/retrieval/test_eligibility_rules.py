@@ -7,17 +7,19 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from accounts.models import IdentityLink
-from history.audience import Audience
+from history.models import Conversation
 from memory.models import RetrievalEvent, SharingGrant
 from memory.services import Belief, Provenance, memory_remember
 from tests.factories import ActorFactory, ConnectorFactory, direct_conversation, public_channel
 from tests.retrieval.conftest import Workspace, revision_ids
 
 
-def grant(revision_id: int, agent_id: int, audience: Audience) -> SharingGrant:
+def grant(revision_id: int, agent_id: int, into: Conversation) -> SharingGrant:
+    audience = into.audience
     return SharingGrant.objects.create(
         agent_id=agent_id,
         revision_id=revision_id,
+        conversation=into,
         granted_by_user=User.objects.create(username=f"op{revision_id}"),
         audience_kind=audience.kind,
         audience_namespace=audience.namespace,
@@ -30,10 +32,11 @@ def test_a_live_grant_discloses_a_private_revision_and_revoking_it_hides_it_agai
     question = "When is the launch? March?"
     assert launch.pk not in revision_ids(ws.ask(ws.general, ws.bob, question))
 
-    shared = grant(launch.pk, ws.agent.pk, ws.general.audience)
+    shared = grant(launch.pk, ws.agent.pk, ws.general)
     assert launch.pk in revision_ids(ws.ask(ws.general, ws.bob, question))
-    # A grant discloses wherever its audience may go: workspace(slack:acme) reaches Bob's DM there too.
-    assert launch.pk in revision_ids(ws.ask(ws.bob_dm, ws.bob, question))
+    # Only in the conversation it was approved for: the grant's public audience would reach Bob's DM,
+    # but the consent was for the channel.
+    assert launch.pk not in revision_ids(ws.ask(ws.bob_dm, ws.bob, question))
 
     shared.revoked_at = timezone.now()
     shared.save(update_fields=["revoked_at"])

@@ -13,7 +13,9 @@ never from the retrieval SQL:
 - a conversation restriction names this conversation;
 - ``local`` portability only from no project, this conversation's project, or when its subject is named;
 - its source audience may reach the destination (with the identity links of that agent touching the
-  destination's single reader), or an unrevoked grant's audience may.
+  destination's single reader), or an unrevoked grant approved for this very conversation admits it
+  (its consented audience still reaching the conversation's audience): a grant is never read as
+  "wherever its audience class reaches".
 
 The seed makes a failure reproducible: ``SEED`` and the printed case identify it.
 """
@@ -91,7 +93,7 @@ class RecallOracle(Oracle):
             broken.append("local to another project")
         destination = conversation.audience
         linked = self.linked_readers(conversation.agent_id, destination)
-        path = self.revision_path(revision, conversation.agent_id, destination, linked)
+        path = self.revision_path(revision, conversation.agent_id, destination, linked, conversation.pk)
         if not path:
             broken.append(f"audience {revision.audience} may not reach {destination}")
         return broken, path

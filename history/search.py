@@ -40,6 +40,7 @@ from accounts.selectors import actors_named_in
 from config.audit import audit_digest, read_audit_transaction
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
+from config.replica import routed_read
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
 from memory.embeddings.search import semantic_providers
 from memory.retrieval.eligibility import EligibleMessages, Perspective, linked_actors
@@ -158,6 +159,7 @@ class HistoryResult:
     degradation: str = ""
 
 
+@routed_read
 def search_history(
     *,
     perspective: Perspective,

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "accounts",
     "history",
     "memory",
+    "bench",  # benchmark, load and fault commands (not product code)
 ]
 
 MIDDLEWARE = [

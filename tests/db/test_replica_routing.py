@@ -11,7 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections, router, transaction
+from django.test import Client
 
 from config import replica
 from config.replica import ReplicaStats, choose_read_alias, on_primary, routed_read
@@ -137,3 +139,15 @@ def test_the_replica_is_never_written_or_migrated() -> None:
     assert router.db_for_write(Conversation) == DEFAULT_DB_ALIAS
     assert router.allow_migrate(replica.REPLICA_ALIAS, "history") is False
     assert router.allow_migrate(DEFAULT_DB_ALIAS, "history") is True
+
+
+def test_the_turn_view_and_the_admin_lists_read_the_replica(routed_replica: ReplicaStats, client: Client) -> None:
+    """The end user's turn list and the admin's lists are read on the replica, and a standby's refusal
+    of a write never had to send them back to the primary."""
+    user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-for-tests-only")
+    client.force_login(user)
+    assert client.get("/turns/").status_code == 200
+    assert client.get("/admin/memory/memoryentry/").status_code == 200
+    assert client.get("/admin/history/conversation/").status_code == 200
+    assert routed_replica.served == 3
+    assert routed_replica.failed == 0

@@ -158,8 +158,10 @@ class Command(BaseCommand):
             events["redis_restarted"] = events["redis_back"] and broker.info("server")["run_id"] != run_id
             events["queued_after_restart"] = broker.llen("celery") if events["redis_back"] else None
         finally:
-            celery_app.control.add_consumer("celery", reply=True, timeout=5)
+            events["workers_consuming_again"] = wait_for(_resume_consuming, 60)
         problems: list[str] = []
+        if not events["workers_consuming_again"]:
+            problems.append("the workers did not consume again")
         if not events["redis_restarted"]:
             problems.append("Redis did not restart")
         if not queued:
@@ -407,3 +409,10 @@ def _ping(broker: redis.Redis) -> bool:
         return bool(broker.ping())
     except redis.exceptions.ConnectionError:
         return False
+
+
+def _resume_consuming() -> bool:
+    """Tell both workers to consume again, on a fresh broker connection (the pooled ones died with Redis)."""
+    with celery_app.connection_for_write() as conn:
+        replies = celery_app.control.add_consumer("celery", connection=conn, reply=True, timeout=5)
+    return len(replies or []) >= 2

@@ -10,7 +10,7 @@ same primary, with the same gunicorn capacity in all (four worker processes of t
 * **single node**: one gunicorn (four workers of two threads) on the primary alone, no replica, its
   indexing notifications left in a private folder (as ``loadtest`` does).
 
-Each round runs the cluster then the single node, each with ``--warmup`` seconds unmeasured and
+Odd rounds run the cluster then the single node, even rounds the other way round, each with ``--warmup`` seconds unmeasured and
 ``--duration`` measured, so that both meet the same machine at nearly the same time; the last line
 is one JSON object with both runs' figures and the cluster / single-node ratios of throughput and of
 turn p50 / p95 / p99.
@@ -70,17 +70,23 @@ class Command(BaseCommand):
             plan_path = folder / "plan.json"
             plan_path.write_text(json.dumps(plan))
             for round_number in range(1, options["rounds"] + 1):
-                self.stdout.write(f"round {round_number}: cluster ({cluster_url}, haproxy over two app servers)")
-                results["cluster"].append(self.measure(reporter, cluster_url, plan_path, folder, options))
-                with served_process(
-                    folder,
-                    workers=4,
-                    threads=2,
-                    options=("--timeout", "60", "--keep-alive", "30"),
-                    env={"ENGRAM_LOG_LEVEL": "WARNING", "DATABASE_REPLICA_URL": ""},
-                ) as (single_url, _):
-                    self.stdout.write(f"round {round_number}: single node ({single_url}, 4 workers x 2 threads)")
-                    results["single"].append(self.measure(reporter, single_url, plan_path, folder, options))
+                # Odd rounds measure the cluster first, even rounds the single node first: a machine
+                # growing busier or quieter during the run favours neither.
+                order = ("cluster", "single") if round_number % 2 else ("single", "cluster")
+                for target in order:
+                    if target == "cluster":
+                        self.stdout.write(f"round {round_number}: cluster ({cluster_url}, haproxy, two app servers)")
+                        results["cluster"].append(self.measure(reporter, cluster_url, plan_path, folder, options))
+                        continue
+                    with served_process(
+                        folder,
+                        workers=4,
+                        threads=2,
+                        options=("--timeout", "60", "--keep-alive", "30"),
+                        env={"ENGRAM_LOG_LEVEL": "WARNING", "DATABASE_REPLICA_URL": ""},
+                    ) as (single_url, _):
+                        self.stdout.write(f"round {round_number}: single node ({single_url}, 4 workers x 2 threads)")
+                        results["single"].append(self.measure(reporter, single_url, plan_path, folder, options))
 
         summary = {name: _combined(runs) for name, runs in results.items()}
         cluster, single = summary["cluster"], summary["single"]

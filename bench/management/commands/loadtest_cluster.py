@@ -10,8 +10,9 @@ same primary, with the same gunicorn capacity in all (four worker processes of t
 * **single node**: one gunicorn (four workers of two threads) on the primary alone, no replica, its
   indexing notifications left in a private folder (as ``loadtest`` does).
 
-Odd rounds run the cluster then the single node, even rounds the other way round, each with ``--warmup`` seconds unmeasured and
-``--duration`` measured, so that both meet the same machine at nearly the same time; the last line
+Odd rounds run the cluster then the single node, even rounds the other way round, each with
+``--warmup`` seconds unmeasured and ``--duration`` measured, so that both meet the same machine at
+nearly the same time; the last line
 is one JSON object with both runs' figures and the cluster / single-node ratios of throughput and of
 turn p50 / p95 / p99.
 """

@@ -85,6 +85,7 @@ def test_the_audit_of_a_replica_read_is_written_on_the_primary(routed_replica: R
         budget=task_budget(),
     )
     assert routed_replica.served == 1
+    assert routed_replica.failed == 0  # the trace was not first tried on the standby
     assert RecallTrace.objects.filter(pk=result.trace_id).exists()
 
 

@@ -1,5 +1,5 @@
 # Convenience only: the commands are scripts/run and scripts/test (and manage.py bench_all for `make bench`).
-.PHONY: run test bench
+.PHONY: run test bench cluster
 
 run:
 	scripts/run
@@ -11,3 +11,8 @@ test:
 bench:
 	scripts/bootstrap
 	.venv/bin/python manage.py bench_all $(ARGS)
+
+# The multi-node topology on this machine (primary + streaming replica, Redis, two workers, two app
+# servers behind haproxy); `scripts/cluster status` in another shell shows each part.
+cluster:
+	scripts/cluster $(ARGS)

@@ -23,6 +23,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from accounts.models import Actor, ApiKey, Connector, IdentityLink, OperatorScope, RuntimeAgent, Tenant, UserActor
 from accounts.services import actor_rename, api_key_create, api_key_revoke
 from config.errors import ServiceError
+from config.replica import routed_read
 
 
 def operator_tenant_ids(request: HttpRequest) -> QuerySet[OperatorScope, int] | None:
@@ -34,6 +35,17 @@ def operator_tenant_ids(request: HttpRequest) -> QuerySet[OperatorScope, int] | 
     return scopes.values_list("tenant_id", flat=True)
 
 
+@routed_read
+def _routed_changelist(
+    view: Callable[[HttpRequest, dict[str, Any] | None], HttpResponse],
+    request: HttpRequest,
+    extra_context: dict[str, Any] | None,
+) -> HttpResponse:
+    response = view(request, extra_context)
+    render = getattr(response, "render", None)
+    return render() if render is not None else response
+
+
 class TenantScopedAdmin(admin.ModelAdmin):
     """A ``ModelAdmin`` showing only rows of the operator's tenants.
 
@@ -43,6 +55,13 @@ class TenantScopedAdmin(admin.ModelAdmin):
     """
 
     tenant_path: str | None = "agent__tenant"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """A list shown (GET) is read on the read replica when one is configured (config.replica),
+        rendered inside the read so that its lazy querysets are evaluated there too."""
+        if request.method != "GET":
+            return super().changelist_view(request, extra_context)
+        return _routed_changelist(super().changelist_view, request, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return self.scope(super().get_queryset(request), request)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection, transaction
 
+from config.replica import on_primary
+
 _SUBKEY_LABEL = b"engram/audit-digest/v1"
 
 
@@ -40,9 +42,11 @@ def read_audit_transaction() -> Iterator[None]:
     no savepoint (two round trips): a failed audit write fails the read and, with it, the caller's
     transaction; no caller catches that failure and goes on in the same transaction.
     """
-    outermost = not connection.in_atomic_block
-    with transaction.atomic(savepoint=False):
-        if outermost:
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
+    # A read served by the replica writes its audit on the primary (config.replica).
+    with on_primary():
+        outermost = not connection.in_atomic_block
+        with transaction.atomic(savepoint=False):
+            if outermost:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            yield

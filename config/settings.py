@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "accounts",
     "history",
     "memory",
+    "bench",  # benchmark, load and fault commands (not product code)
 ]
 
 MIDDLEWARE = [
@@ -115,6 +116,27 @@ DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ENGRAM_TEST_DATABASE", "
 # the first request after a restart reconnects instead of failing on the dead socket.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Read replica (scale-out) ---------------------------------------------------------------------
+# DATABASE_REPLICA_URL names a streaming (physical) replica of the primary. Read-only work (recall,
+# history search, the turn view, the admin's lists) is sent there by config.replica's read scopes and
+# config.routers.ReplicaRouter; a scope reads the primary instead when its thread is inside a
+# transaction, when the replica has not replayed the primary's WAL position within
+# ENGRAM_REPLICA_MAX_LAG_MS (read-your-writes), or when the replica cannot be reached (it is then
+# left alone for ENGRAM_REPLICA_RETRY_S). Without the variable there is one database and nothing changes.
+if os.environ.get("DATABASE_REPLICA_URL"):
+    DATABASES["replica"] = dj_database_url.parse(
+        os.environ["DATABASE_REPLICA_URL"], conn_max_age=60, engine="config.database"
+    )
+    DATABASES["replica"]["OPTIONS"] = dict(DATABASES["default"]["OPTIONS"])
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    # Tests: the replica alias reads the primary's test database by name, on the replica's server.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+ENGRAM_READ_REPLICA = "replica" in DATABASES
+DATABASE_ROUTERS = ["config.routers.ReplicaRouter"]
+ENGRAM_REPLICA_MAX_LAG_MS = float(os.environ.get("ENGRAM_REPLICA_MAX_LAG_MS", "200"))
+ENGRAM_REPLICA_RETRY_S = float(os.environ.get("ENGRAM_REPLICA_RETRY_S", "5"))
+# --- end of read replica --------------------------------------------------------------------------
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -48,6 +48,7 @@ from accounts.selectors import actors_named_in
 from config.audit import audit_digest, read_audit_transaction
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
+from config.replica import routed_read
 from history.models import ConversationSearchEvent, Turn, agent_terms_match
 from memory.embeddings.search import semantic_providers
 from memory.retrieval.eligibility import EligibleMessages, Perspective, linked_actors
@@ -178,6 +179,7 @@ def blocked_placeholder(reason: str) -> str:
     return f"[BLOCKED] withheld: {reason}."
 
 
+@routed_read
 def search_history(
     *,
     perspective: Perspective,

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from config.errors import NotFound, ServiceError
+from config.replica import routed_read
 from memory.models import RecallTraceItem, RejectionKind
 from memory.rejections import MAX_CORRECTION_LENGTH, rejection_record, rejection_summary
 from memory.selectors import message_for_viewer, turn_explanation, turn_for_viewer, turn_traces, turns_for_viewer
@@ -40,6 +41,7 @@ def _user(request: HttpRequest) -> AbstractBaseUser:
 
 @require_GET
 @login_required
+@routed_read
 def turn_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(turns_for_viewer(_user(request)), TURNS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "engram/turn_list.html", {"page": page})
@@ -47,6 +49,7 @@ def turn_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+@routed_read
 def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
     user = _user(request)
     try:
@@ -91,6 +94,7 @@ def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpRe
 
 @require_GET
 @login_required
+@routed_read
 def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
     try:
         message = message_for_viewer(_user(request), message_id)

@@ -19,7 +19,7 @@ from django.conf import settings
 
 # One Chromium for the whole session: its fixtures are registered here once (importing them into
 # several conftests would register them twice, and Playwright allows one sync session per thread).
-pytest_plugins = ["tests.browser"]
+pytest_plugins = ["tests.browser", "tests.replica"]
 
 WORKER_START_TIMEOUT = 60.0
 CELERY = (sys.executable, "-m", "celery", "-A", "config")

@@ -17,6 +17,7 @@ from django.utils import timezone
 from accounts.models import Actor, actor_label
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
+from config.replica import routed_read
 from history.models import Session, Turn
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType, RecallMoment, short_id
@@ -99,6 +100,7 @@ class RecallResult:
     corrections: list[str] = field(default_factory=list)
 
 
+@routed_read
 def recall(
     *,
     perspective: Perspective,

@@ -40,6 +40,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Connector
+from config.replica import ReplicaStats
 from history.audience import Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 from history.search import DEFAULT_LIMIT, MAX_LIMIT, FoundMessage, HistoryQuery, HistoryResult, search_history
@@ -639,3 +640,15 @@ def test_history_search_never_returns_what_the_oracle_forbids() -> None:
     assert tally.paths["audience+lineage_grant"] and tally.deepest >= CHAIN, (tally.paths, tally.deepest)
     assert tally.admitted & {m for t in transcripts.values() for m in t.at_cap}, "no reply at the 500-id cap shown"
     assert tally.excluded["no_evidence"] and tally.excluded["audience"] and tally.excluded["lineage"], tally.excluded
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.django_db(transaction=True)
+def test_history_search_on_a_streaming_replica_never_returns_what_the_oracle_forbids(
+    routed_replica: ReplicaStats,
+) -> None:
+    """The same contract with every history search served by a streaming read replica
+    (``config.replica``): its eligibility and lineage SQL admit exactly what the oracle allows."""
+    test_history_search_never_returns_what_the_oracle_forbids()
+    assert routed_replica.served == SEARCHES, routed_replica
+    assert not (routed_replica.lagging or routed_replica.unavailable or routed_replica.failed), routed_replica

@@ -31,6 +31,7 @@ from datetime import datetime
 import pytest
 from django.utils import timezone
 
+from config.replica import ReplicaStats
 from history.models import Conversation
 from memory.models import EntryStatus, Lifecycle, MemoryRevision, Portability
 from memory.retrieval.eligibility import perspective_for_conversation
@@ -197,3 +198,14 @@ def test_recall_never_returns_what_the_oracle_forbids() -> None:
     assert withheld_unknown > 0
     corpus_kinds = {r.audience_kind for r in oracle.revisions.values()}
     assert {"unknown", "nobody"} <= corpus_kinds
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.django_db(transaction=True)
+def test_recall_on_a_streaming_replica_never_returns_what_the_oracle_forbids(routed_replica: ReplicaStats) -> None:
+    """The same contract with every recall served by a streaming read replica (``config.replica``):
+    the replica's eligibility SQL admits exactly what the oracle, reading the primary, allows."""
+    test_recall_never_returns_what_the_oracle_forbids()
+    # Routed for real: each recall read the replica (none fell back), only its audit the primary.
+    assert routed_replica.served == RECALLS, routed_replica
+    assert not (routed_replica.lagging or routed_replica.unavailable or routed_replica.failed), routed_replica

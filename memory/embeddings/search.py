@@ -9,21 +9,24 @@ from meaning "relevant": below it a text is not a semantic match at all.
 
 The distances are pgvector's :class:`~pgvector.django.CosineDistance` over the stored vector typed to
 the generation's size (:func:`memory.models.typed_vector`, the expression the HNSW indexes are
-declared on), compiled by the ORM from a queryset of the agent's vectors. The statement around that
-queryset (a materialized scan counted against ``EXACT_LIMIT``, eligibility probed row by row in
-distance order) is SQL the ORM cannot express, and the eligibility it probes is
-:mod:`memory.retrieval.eligibility`'s SQL, so the two are joined as text: :func:`_named` renames the
-queryset's positional parameters to join eligibility's named ones.
+declared on), compiled by the ORM from a queryset of the agent's vectors (:func:`agent_vectors_sql`). The statement
+around that queryset (a materialized scan counted against ``EXACT_LIMIT``, eligibility probed row by
+row in distance order) is SQL the ORM cannot express, and the eligibility it probes is
+:mod:`memory.retrieval.eligibility`'s SQL with named parameters, so the queryset's values are named
+placeholders too and the compiled text is embedded as it is.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet
-from pgvector.django import CosineDistance
+from django.db.models import BigIntegerField, Field, IntegerField
+from django.db.models.expressions import RawSQL
+from pgvector import Vector
+from pgvector.django import CosineDistance, VectorField
 
 from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
@@ -44,19 +47,45 @@ SIMILARITY_FLOOR = 0.30
 MESSAGE_SIMILARITY_FLOOR = 0.15
 
 
-def _named(sql: str, params: Sequence[Any], prefix: str) -> tuple[str, dict[str, Any]]:
-    """A compiled queryset's SQL with its positional parameters renamed ``<prefix>0``, ``<prefix>1``, …
+def _param(name: str, field: Field[Any, Any]) -> RawSQL:
+    """A named placeholder inside a queryset, so that its compiled SQL joins the eligibility SQL's
+    named parameters (psycopg takes one placeholder style per statement)."""
+    return RawSQL(f"%({name})s", (), output_field=field)
 
-    psycopg takes one placeholder style per statement, and the eligibility SQL a search embeds uses
-    named ones. Literal percent signs (``%%``) stay doubled through the renaming."""
-    names = [f"{prefix}{i}" for i in range(len(params))]
-    return sql.replace("%%", "%%%%") % tuple(f"%({name})s" for name in names), dict(zip(names, params, strict=True))
+
+@functools.cache
+def agent_vectors_sql(
+    table: type[RevisionEmbedding] | type[MessageEmbedding], key: str, dims: int, *, limit: int, nearest_first: bool
+) -> str:
+    """``(target id, cosine distance)`` of the agent's vectors in one generation, at most ``limit``:
+    pgvector's ``CosineDistance`` over :func:`memory.models.typed_vector`, the expression the HNSW
+    index is declared on. Parameters ``s_generation``, ``s_dims``, ``s_agent`` and ``s_query``.
+
+    Compiled by the ORM once per shape and kept (as ``index.LIVE_GENERATION_SQL`` is): every recall
+    and history search runs it, and compiling the queryset each time cost more than the statement's
+    own planning."""
+    vectors = (
+        table.objects.filter(
+            generation_id=_param("s_generation", BigIntegerField()),
+            dims=_param("s_dims", IntegerField()),
+            agent_id=_param("s_agent", BigIntegerField()),
+        )
+        .annotate(d=CosineDistance(typed_vector(dims), _param("s_query", VectorField())))
+        .values_list(key, "d")
+    )
+    if nearest_first:
+        vectors = vectors.order_by("d")
+    sql, params = vectors[:limit].query.sql_with_params()
+    assert not params, "every value is a named parameter"
+    return sql
 
 
 class _Semantic:
     name = "semantic"
     in_database = True
     floor = SIMILARITY_FLOOR
+    table: type[RevisionEmbedding] | type[MessageEmbedding]
+    key: str
 
     def __init__(self, generation: EmbeddingGeneration) -> None:
         self.generation = generation
@@ -64,28 +93,31 @@ class _Semantic:
     def _query_vector(self, text: str) -> list[float]:
         return embedding_model(self.generation.model_name).embed([text])[0].tolist()
 
-    def agent_vectors(
-        self, table: type[RevisionEmbedding] | type[MessageEmbedding], *, key: str, agent_id: int, query: list[float]
-    ) -> QuerySet[Any]:
-        """(target id, cosine distance to ``query``) for every vector the agent has in this generation."""
-        dims = int(self.generation.dims)
-        return (
-            table.objects.filter(generation_id=self.generation.pk, dims=dims, agent_id=agent_id)
-            .annotate(d=CosineDistance(typed_vector(dims), query))
-            .values_list(key, "d")
-        )
+    def _params(self, params: dict[str, Any], *, agent_id: int, query: Sequence[float], limit: int) -> dict[str, Any]:
+        return {
+            **params,
+            "s_generation": self.generation.pk,
+            "s_dims": int(self.generation.dims),
+            "s_agent": agent_id,
+            "s_query": Vector(list(query)).to_text(),
+            "s_limit": limit,
+            "s_floor": 1 - self.floor,
+        }
 
     def exact_statement(
-        self, *, eligible_sql: str, params: dict[str, Any], vectors: QuerySet[Any], id_column: str, limit: int
+        self, *, eligible_sql: str, params: dict[str, Any], agent_id: int, query: Sequence[float], limit: int
     ) -> tuple[str, dict[str, Any]]:
         """The exact search, or a single NULL row for an agent above ``EXACT_LIMIT``."""
-        scan, scan_params = _named(*vectors[: EXACT_LIMIT + 1].query.sql_with_params(), "s_scan")
+        scan = agent_vectors_sql(
+            self.table, self.key, int(self.generation.dims), limit=EXACT_LIMIT + 1, nearest_first=False
+        )
         # One statement. One pass over the agent's vectors (at most EXACT_LIMIT + 1 of them)
         # computes every distance; those within the floor are taken nearest first and each is
         # judged by one probe of the eligibility subquery (a scalar subquery: the planner cannot
         # turn it into a join that evaluates eligibility for every row the agent has), until
         # ``limit`` pass. The result is exactly the nearest eligible rows. An agent with more
         # vectors than EXACT_LIMIT gets a single NULL row, which sends the search to HNSW.
+        id_column = self.key
         sql = (
             f"WITH agent (target, d) AS MATERIALIZED ({scan}),"
             f" exact AS (SELECT count(*) <= {EXACT_LIMIT} AS ok FROM agent)"
@@ -96,26 +128,29 @@ class _Semantic:
             " LIMIT %(s_limit)s)"
             " UNION ALL SELECT NULL, NULL WHERE NOT (SELECT ok FROM exact)"
         )
-        return sql, {**params, **scan_params, "s_limit": limit, "s_floor": 1 - self.floor}
+        return sql, self._params(params, agent_id=agent_id, query=query, limit=limit)
 
     def index_statement(
-        self, *, eligible_sql: str, params: dict[str, Any], vectors: QuerySet[Any], id_column: str, limit: int
+        self, *, eligible_sql: str, params: dict[str, Any], agent_id: int, query: Sequence[float], limit: int
     ) -> tuple[str, dict[str, Any]]:
         """The search of a large agent: the HNSW index's nearest ``HNSW_CANDIDATES`` (ordered by the
         distance the index was declared for), then eligibility applied to them again, and the floor."""
-        nearest, nearest_params = _named(*vectors.order_by("d")[:HNSW_CANDIDATES].query.sql_with_params(), "s_near")
+        nearest = agent_vectors_sql(
+            self.table, self.key, int(self.generation.dims), limit=HNSW_CANDIDATES, nearest_first=True
+        )
+        id_column = self.key
         sql = (
             f"WITH near (target, d) AS ({nearest})"
             f" SELECT near.target, near.d FROM near JOIN ({eligible_sql}) el ON el.{id_column} = near.target"
             " WHERE near.d <= %(s_floor)s ORDER BY near.d, near.target LIMIT %(s_limit)s"
         )
-        return sql, {**params, **nearest_params, "s_limit": limit, "s_floor": 1 - self.floor}
+        return sql, self._params(params, agent_id=agent_id, query=query, limit=limit)
 
     def _search(
-        self, *, eligible_sql: str, params: dict[str, Any], vectors: QuerySet[Any], id_column: str, limit: int
+        self, *, eligible_sql: str, params: dict[str, Any], agent_id: int, query: Sequence[float], limit: int
     ) -> list[ArmHit]:
         statement: dict[str, Any] = dict(
-            eligible_sql=eligible_sql, params=params, vectors=vectors, id_column=id_column, limit=limit
+            eligible_sql=eligible_sql, params=params, agent_id=agent_id, query=query, limit=limit
         )
         with connection.cursor() as cursor:
             cursor.execute(*self.exact_statement(**statement))
@@ -132,15 +167,16 @@ class _Semantic:
 class SemanticRevisions(_Semantic):
     """Memory recall's semantic arm."""
 
+    table = RevisionEmbedding
+    key = "revision_id"
+
     def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
-        vectors = self.agent_vectors(
-            RevisionEmbedding,
-            key="revision_id",
+        return self._search(
+            eligible_sql=eligible.sql(),
+            params=eligible.params(),
             agent_id=eligible.perspective.agent_id,
             query=self._query_vector(query.text),
-        )
-        return self._search(
-            eligible_sql=eligible.sql(), params=eligible.params(), vectors=vectors, id_column="revision_id", limit=limit
+            limit=limit,
         )
 
 
@@ -148,13 +184,16 @@ class SemanticMessages(_Semantic):
     """History search's semantic arm."""
 
     floor = MESSAGE_SIMILARITY_FLOOR
+    table = MessageEmbedding
+    key = "message_id"
 
     def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
-        vectors = self.agent_vectors(
-            MessageEmbedding, key="message_id", agent_id=eligible.perspective.agent_id, query=self._query_vector(text)
-        )
         return self._search(
-            eligible_sql=eligible.sql(), params=eligible.params(), vectors=vectors, id_column="message_id", limit=limit
+            eligible_sql=eligible.sql(),
+            params=eligible.params(),
+            agent_id=eligible.perspective.agent_id,
+            query=self._query_vector(text),
+            limit=limit,
         )
 
 

@@ -64,24 +64,18 @@ def test_above_the_exact_limit_the_search_reads_the_declared_hnsw_index() -> Non
     target = min(eligible_ids)
     ineligible = min(set(revision_ids) - eligible_ids)
     provider = semantic_search.SemanticRevisions(generation)
-    statement: dict[str, Any] = {
-        "eligible_sql": eligible.sql(),
-        "params": eligible.params(),
-        "id_column": "revision_id",
-        "limit": 10,
-    }
+    base: dict[str, Any] = {"eligible_sql": eligible.sql(), "params": eligible.params(), "limit": 10}
 
     def search_for(revision_id: int) -> list[int]:
-        query = vectors[revision_ids.index(revision_id)].tolist()
-        vectors_qs = provider.agent_vectors(RevisionEmbedding, key="revision_id", agent_id=agent.pk, query=query)
+        statement = {**base, "agent_id": agent.pk, "query": vectors[revision_ids.index(revision_id)].tolist()}
         with connection.cursor() as cursor:
-            cursor.execute(*provider.exact_statement(vectors=vectors_qs, **statement))
+            cursor.execute(*provider.exact_statement(**statement))
             assert cursor.fetchall() == [(None, None)]  # too many vectors for the exact scan
-            sql, params = provider.index_statement(vectors=vectors_qs, **statement)
+            sql, params = provider.index_statement(**statement)
             cursor.execute("EXPLAIN " + sql, params)
             plan = "\n".join(row[0] for row in cursor.fetchall())
             assert INDEX_SCAN.findall(plan)[:1] == ["revision_embedding_hnsw_384"], plan
-        return [hit.target_id for hit in provider._search(vectors=vectors_qs, **statement)]
+        return [hit.target_id for hit in provider._search(**statement)]
 
     assert search_for(target)[:1] == [target]
     assert ineligible not in search_for(ineligible)

@@ -4,8 +4,9 @@ of this code against another checkout of Engram, side by side on one corpus.
 The corpus is ``bench_embed``'s (``bench_recall``'s revisions, with vectors of the live generation) plus
 a ``bench_history`` transcript whose messages get vectors too. Each checkout runs in its own process,
 started with this interpreter in that checkout's folder and pointed at this process's database; the two
-take blocks of ``--block`` recalls and history searches in turn (A B A B …), each asking the same
-questions in the same order, so a drift of the machine's speed falls on both alike. Without
+take blocks of ``--block`` recalls and history searches in turn (A B B A A B …), each asking the same
+questions in the same order, so a drift of the machine's speed falls on both alike and each is the
+second to ask a question (into caches the first warmed) equally often. Without
 ``--against`` only this code is timed. The last line is one JSON object:
 ``{"this": {"recall_p95_ms", "history_p95_ms", …}, "against": {…}, "ratio": {"recall_p95", "history_p95"}}``
 (ratios are this code's p95 over the other's: below 1 is faster).
@@ -151,8 +152,10 @@ class Command(BaseCommand):
         try:
             for worker in workers:  # warm-up: connections, plans, the model session
                 worker.block(options["block"], counted=False)
-            for _ in tqdm(range(options["blocks"]), desc="blocks", disable=None):
-                for worker in workers:
+            for round_ in tqdm(range(options["blocks"]), desc="blocks", disable=None):
+                # A B, then B A: whichever runs second asks questions the first has just warmed the
+                # database's caches for, so each goes second equally often.
+                for worker in workers if round_ % 2 == 0 else workers[::-1]:
                     worker.block(options["block"])
         finally:
             for worker in workers:

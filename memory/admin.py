@@ -27,6 +27,7 @@ from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, admin_cha
 from accounts.models import Actor
 from config.errors import Conflict, ServiceError
 from history.admin import FULLTEXT_HELP, audience_readers_html, audience_text, fulltext_search, shorten
+from memory.embeddings.index import vectors_stored
 from memory.models import (
     BeliefType,
     DeletedRevision,
@@ -702,6 +703,11 @@ class EmbeddingAdmin(ReadOnlyAdmin):
     readonly_fields = ("vector_head",)
     list_filter = (GenerationFilter,)
     show_full_result_count = False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The tables exist only where the server has pgvector (memory/0013); elsewhere there is
+        # nothing to show and the pages would fail, so the models are not offered at all.
+        return vectors_stored() and super().has_view_permission(request, obj)
 
     @admin.display(description="vector (first components)")
     def vector_head(self, obj: RevisionEmbedding | MessageEmbedding) -> str:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import pgtrigger
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Func, Q
+from django.db.models.functions import Cast
 from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
 
 from accounts.models import Actor, RuntimeAgent
 from config.triggers import must_hold
@@ -34,7 +36,6 @@ from history.models import (
     protect_rows,
     sidecar_triggers,
 )
-from memory.fields import vector_field
 
 
 def choices_constraint(name: str, field: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
@@ -500,42 +501,88 @@ class EmbeddingGeneration(models.Model):
         constraints = [choices_constraint("generation_state_valid", "state", EmbeddingState)]
 
 
-class RevisionEmbedding(models.Model):
-    """A derived, disposable vector of one immutable revision's text."""
+#: The dimensions the semantic indexes are built for: the default model's (MiniLM, 384). A generation
+#: of another size is stored and searched exactly, but no index serves its large agents.
+INDEXED_DIMS = 384
 
-    revision = models.ForeignKey(MemoryRevision, on_delete=models.CASCADE, related_name="embeddings")
+
+def typed_vector(dims: int) -> Cast:
+    """The stored vector as pgvector's ``vector(dims)``: the expression the HNSW indexes are built on
+    and every search orders by (the column has no fixed size, since generations differ, and an HNSW
+    index needs one)."""
+    return Cast("vector", output_field=VectorField(dimensions=dims))
+
+
+def vector_dims_match() -> Q:
+    """A row's ``dims`` is its vector's length (pgvector's ``vector_dims``)."""
+    return Q(dims=Func("vector", function="vector_dims", output_field=models.IntegerField()))
+
+
+def cosine_hnsw(name: str) -> HnswIndex:
+    """The cosine HNSW index of one embedding table, over the rows of ``INDEXED_DIMS`` dimensions."""
+    return HnswIndex(
+        OpClass(typed_vector(INDEXED_DIMS), name="vector_cosine_ops"),
+        name=name,
+        condition=Q(dims=INDEXED_DIMS),
+        m=16,
+        ef_construction=64,
+    )
+
+
+class RevisionEmbedding(models.Model):
+    """A derived, disposable vector of one immutable revision's text.
+
+    The embedding tables exist only on a server with pgvector (``memory/0013``): read and write them
+    only where :func:`memory.embeddings.index.vectors_stored` says so. Their keys cascade in the
+    database (declared there, ``DO_NOTHING`` here), so deleting a revision, message or generation
+    never makes Django's collector read a table that may not exist.
+    """
+
+    revision = models.ForeignKey(
+        MemoryRevision, on_delete=models.DO_NOTHING, db_constraint=False, related_name="embeddings"
+    )
     agent_id = models.BigIntegerField()
-    generation = models.ForeignKey(EmbeddingGeneration, on_delete=models.CASCADE, related_name="+")
+    generation = models.ForeignKey(
+        EmbeddingGeneration, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     model_name = models.CharField(max_length=200)
     dims = models.PositiveIntegerField()
-    vector = vector_field()
+    vector = VectorField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["revision", "generation"], name="revision_embedding_unique"),
-            models.CheckConstraint(condition=Q(vector__len=F("dims")), name="revision_embedding_dims"),
+            models.CheckConstraint(condition=vector_dims_match(), name="revision_embedding_dims"),
         ]
-        indexes = [models.Index(fields=["generation", "agent_id"], name="revision_embedding_agent")]
+        indexes = [
+            models.Index(fields=["generation", "agent_id"], name="revision_embedding_agent"),
+            cosine_hnsw("revision_embedding_hnsw_384"),
+        ]
 
 
 class MessageEmbedding(models.Model):
-    """A derived, disposable vector of one immutable message's text."""
+    """A derived, disposable vector of one immutable message's text (stored as :class:`RevisionEmbedding`)."""
 
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="embeddings")
+    message = models.ForeignKey(Message, on_delete=models.DO_NOTHING, db_constraint=False, related_name="embeddings")
     agent_id = models.BigIntegerField()
-    generation = models.ForeignKey(EmbeddingGeneration, on_delete=models.CASCADE, related_name="+")
+    generation = models.ForeignKey(
+        EmbeddingGeneration, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     model_name = models.CharField(max_length=200)
     dims = models.PositiveIntegerField()
-    vector = vector_field()
+    vector = VectorField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["message", "generation"], name="message_embedding_unique"),
-            models.CheckConstraint(condition=Q(vector__len=F("dims")), name="message_embedding_dims"),
+            models.CheckConstraint(condition=vector_dims_match(), name="message_embedding_dims"),
         ]
-        indexes = [models.Index(fields=["generation", "agent_id"], name="message_embedding_agent")]
+        indexes = [
+            models.Index(fields=["generation", "agent_id"], name="message_embedding_agent"),
+            cosine_hnsw("message_embedding_hnsw_384"),
+        ]
 
 
 class OutboxTarget(models.TextChoices):

@@ -45,14 +45,12 @@ from memory.models import (
     MemoryEvidence,
     MemoryOperation,
     MemoryRevision,
-    MessageEmbedding,
     OutboxTarget,
     RecallTrace,
     RecallTraceItem,
     Rejection,
     RetrievalEvent,
     RevisionConflict,
-    RevisionEmbedding,
     SharingGrant,
     SharingRequest,
 )
@@ -209,19 +207,17 @@ def conversation_delete(*, conversation: Conversation) -> DeletionPlan:
         _delete(SharingRequest, "id", requests)
         _delete(RevisionConflict, "revision_a_id", revisions)
         _delete(RevisionConflict, "revision_b_id", revisions)
-        _delete(RevisionEmbedding, "revision_id", revisions)
         _delete_outbox(OutboxTarget.REVISION, revisions)
         _delete(MemoryEvidence, "revision_id", revisions)
         _update(MemoryEntry, "id", entries, current_revision=None)
-        _delete(MemoryRevision, "id", revisions)  # their search documents cascade
+        _delete(MemoryRevision, "id", revisions)  # their search documents and embeddings cascade
         _delete(MemoryEntry, "id", entries)
 
         _delete(Turn, "id", turns)
         _delete(Session, "id", plan.session_ids)
-        _delete(MessageEmbedding, "message_id", messages)
         _delete_outbox(OutboxTarget.MESSAGE, messages)
         _delete(MessageSourceEvidence, "message_id", messages)
-        _delete(Message, "id", messages)  # their search documents cascade
+        _delete(Message, "id", messages)  # their search documents and embeddings cascade
         _delete(Conversation, "id", {conversation.pk})
     return plan
 

@@ -39,14 +39,18 @@ log = logging.getLogger(__name__)
 
 
 @functools.cache
-def vector_extension_installed(alias: str = "default") -> bool:
+def vectors_stored() -> bool:
+    """Whether this database has the embedding tables: created by ``memory/0013`` exactly where the
+    server had pgvector. Without them nothing is embedded, nothing reads them, and retrieval is
+    lexical-only. Asked once per process (a migration is what changes it)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
-        return cursor.fetchone() is not None
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [RevisionEmbedding._meta.db_table])
+        row = cursor.fetchone()
+        return bool(row and row[0])
 
 
 def semantic_enabled() -> bool:
-    return settings.ENGRAM_SEMANTIC != "off" and vector_extension_installed()
+    return settings.ENGRAM_SEMANTIC != "off" and vectors_stored()
 
 
 #: The newest complete generation. Fixed text: every recall and history search reads it, and the ORM
@@ -79,10 +83,16 @@ def target_generations() -> list[EmbeddingGeneration]:
 
 
 def drain_outbox(*, batch_size: int | None = None) -> int:
-    """Embed one batch of pending outbox rows into every non-retired generation. Returns rows taken."""
+    """Embed one batch of pending outbox rows into every non-retired generation. Returns rows taken.
+
+    Without the embedding tables (lexical-only) there is nothing to derive: the batch is marked
+    processed unembedded, and a server that gains pgvector fills its first generation with
+    ``manage.py embeddings rebuild``."""
     size = batch_size or settings.ENGRAM_EMBEDDING_BATCH
-    ensure_generation()
-    generations = target_generations()
+    stored = vectors_stored()
+    if stored:
+        ensure_generation()
+    generations = target_generations() if stored else []
     with transaction.atomic():
         rows = list(
             IndexOutbox.objects.select_for_update(skip_locked=True)
@@ -91,15 +101,20 @@ def drain_outbox(*, batch_size: int | None = None) -> int:
         )
         if not rows:
             return 0
-        revision_ids = [r.target_id for r in rows if r.target == OutboxTarget.REVISION]
-        message_ids = [r.target_id for r in rows if r.target == OutboxTarget.MESSAGE]
-        revisions = list(MemoryRevision.objects.filter(pk__in=revision_ids).only("id", "agent_id", "body"))
-        messages = list(Message.objects.filter(pk__in=message_ids).only("id", "agent_id", "body"))
-        for generation in generations:
-            _embed_revisions(generation, revisions)
-            _embed_messages(generation, messages)
+        if generations:
+            _embed_batch(generations, rows)
         IndexOutbox.objects.filter(pk__in=[r.pk for r in rows]).update(processed_at=timezone.now())
     return len(rows)
+
+
+def _embed_batch(generations: Sequence[EmbeddingGeneration], rows: Sequence[IndexOutbox]) -> None:
+    revision_ids = [r.target_id for r in rows if r.target == OutboxTarget.REVISION]
+    message_ids = [r.target_id for r in rows if r.target == OutboxTarget.MESSAGE]
+    revisions = list(MemoryRevision.objects.filter(pk__in=revision_ids).only("id", "agent_id", "body"))
+    messages = list(Message.objects.filter(pk__in=message_ids).only("id", "agent_id", "body"))
+    for generation in generations:
+        _embed_revisions(generation, revisions)
+        _embed_messages(generation, messages)
 
 
 def _embed_rows(

@@ -5,7 +5,6 @@ import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 import django.db.models.deletion
 import django.utils.timezone
-import memory.fields
 import pgtrigger.compiler
 import pgtrigger.migrations
 from django.conf import settings
@@ -141,19 +140,6 @@ class Migration(migrations.Migration):
             field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='current_of', to='memory.memoryrevision'),
         ),
         migrations.CreateModel(
-            name='MessageEmbedding',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('agent_id', models.BigIntegerField()),
-                ('model_name', models.CharField(max_length=200)),
-                ('dims', models.PositiveIntegerField()),
-                ('vector', django.contrib.postgres.fields.ArrayField(base_field=memory.fields.Float4Field(), size=None)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('generation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.embeddinggeneration')),
-                ('message', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='embeddings', to='history.message')),
-            ],
-        ),
-        migrations.CreateModel(
             name='RecallTrace',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
@@ -241,19 +227,6 @@ class Migration(migrations.Migration):
                 ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='accounts.runtimeagent')),
                 ('revision_a', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.memoryrevision')),
                 ('revision_b', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.memoryrevision')),
-            ],
-        ),
-        migrations.CreateModel(
-            name='RevisionEmbedding',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('agent_id', models.BigIntegerField()),
-                ('model_name', models.CharField(max_length=200)),
-                ('dims', models.PositiveIntegerField()),
-                ('vector', django.contrib.postgres.fields.ArrayField(base_field=memory.fields.Float4Field(), size=None)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('generation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.embeddinggeneration')),
-                ('revision', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='embeddings', to='memory.memoryrevision')),
             ],
         ),
         migrations.CreateModel(
@@ -410,18 +383,6 @@ class Migration(migrations.Migration):
             constraint=models.CheckConstraint(condition=models.Q(models.Q(('forgotten_at__isnull', True), ('status', 'live')), models.Q(('forgotten_at__isnull', False), ('status', 'forgotten')), _connector='OR'), name='entry_forgotten_at_matches_status'),
         ),
         migrations.AddIndex(
-            model_name='messageembedding',
-            index=models.Index(fields=['generation', 'agent_id'], name='message_embedding_agent'),
-        ),
-        migrations.AddConstraint(
-            model_name='messageembedding',
-            constraint=models.UniqueConstraint(fields=('message', 'generation'), name='message_embedding_unique'),
-        ),
-        migrations.AddConstraint(
-            model_name='messageembedding',
-            constraint=models.CheckConstraint(condition=models.Q(('vector__len', models.F('dims'))), name='message_embedding_dims'),
-        ),
-        migrations.AddIndex(
             model_name='recalltrace',
             index=models.Index(fields=['agent', 'created_at'], name='trace_agent_time'),
         ),
@@ -464,18 +425,6 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='revisionconflict',
             constraint=models.UniqueConstraint(fields=('revision_a', 'revision_b'), name='conflict_unique_pair'),
-        ),
-        migrations.AddIndex(
-            model_name='revisionembedding',
-            index=models.Index(fields=['generation', 'agent_id'], name='revision_embedding_agent'),
-        ),
-        migrations.AddConstraint(
-            model_name='revisionembedding',
-            constraint=models.UniqueConstraint(fields=('revision', 'generation'), name='revision_embedding_unique'),
-        ),
-        migrations.AddConstraint(
-            model_name='revisionembedding',
-            constraint=models.CheckConstraint(condition=models.Q(('vector__len', models.F('dims'))), name='revision_embedding_dims'),
         ),
         migrations.AddConstraint(
             model_name='sharingrequest',

@@ -10,6 +10,6 @@ NEW = _lineage_sql.LINEAGE_ALLOWS_V2
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memory", "0007_embedding_hnsw_indexes")]
+    dependencies = [("memory", "0006_lineage_rule")]
 
     operations = [migrations.RunSQL(NEW, OLD)]

@@ -1,60 +1,89 @@
-"""Store embedding vectors as pgvector's ``vector`` where the server has the extension.
+"""The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, where the server has pgvector.
 
-The column was ``real[]`` everywhere, and every distance converted a row's array to a vector first:
-for a 5,000-row exact scan that conversion took ~15 ms against ~3 ms for the distances themselves.
-Where pgvector exists the column becomes ``vector`` (no fixed dimensions: each row's ``dims`` says,
-and the length check follows the type). The HNSW indexes are on ``vector::vector(384)``, which now
-only checks the dimensions; PostgreSQL rebuilds them with the column. Without pgvector nothing
-changes and searches keep the cast. The model field (``memory.fields.VectorField``) reads both
-forms as lists of floats.
+On a server without the extension (a stock PostgreSQL 15) the tables are not created at all and
+Engram runs lexical-only (``memory.embeddings.index.vectors_stored``): a ``vector`` column cannot be
+declared there, and an array stand-in cost a conversion for every distance computed. The models are
+in the migration state either way (:class:`memory.migrations._vector.WhereVectorExtension`).
+
+The column has no fixed size (each generation's model has its own); the HNSW indexes are declared on
+the models, over ``vector::vector(384)`` for the rows of 384 dimensions, which is exactly the
+expression the searches order by. The tables are empty when they are created, so the indexes are
+built at once, not concurrently. Keys to revisions, messages and generations cascade in the
+database and are not declared to Django (see the models).
 """
 
-from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.state import StateApps
+import django.contrib.postgres.indexes
+import django.db.models.deletion
+import django.db.models.functions.comparison
+import pgvector.django.indexes
+import pgvector.django.vector
+from django.db import migrations, models
 
-import memory.fields
+from memory.migrations._vector import WhereVectorExtension
 
-#: table -> its dimensions check, named as the model's constraint
-TABLES = {
-    "memory_revisionembedding": "revision_embedding_dims",
-    "memory_messageembedding": "message_embedding_dims",
-}
-#: The check as the model's ``Q(vector__len=F("dims"))`` writes it for an array.
-ARRAY_CHECK = "CASE WHEN vector IS NULL THEN NULL ELSE coalesce(array_length(vector, 1), 0) END = dims"
-
-
-def _column_type(schema_editor: BaseDatabaseSchemaEditor, table: str) -> str | None:
-    """``vector`` or ``real[]`` for the column, None where the server has no pgvector."""
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
-        if cursor.fetchone() is None:
-            return None
-        cursor.execute(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
-            " WHERE attrelid = %s::regclass AND attname = 'vector'",
-            [table],
-        )
-        row = cursor.fetchone()
-        return str(row[0]) if row else None
+CASCADING_KEYS = [
+    ("memory_revisionembedding", "revision_id", "memory_memoryrevision"),
+    ("memory_revisionembedding", "generation_id", "memory_embeddinggeneration"),
+    ("memory_messageembedding", "message_id", "history_message"),
+    ("memory_messageembedding", "generation_id", "memory_embeddinggeneration"),
+]
 
 
-def _convert(schema_editor: BaseDatabaseSchemaEditor, *, source: str, target: str, check: str) -> None:
-    """Columns of type ``source`` become ``target``, their dimensions check rewritten as ``check``."""
-    for table, name in TABLES.items():
-        if _column_type(schema_editor, table) != source:
-            continue
-        schema_editor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
-        schema_editor.execute(f"ALTER TABLE {table} ALTER COLUMN vector TYPE {target} USING vector::{target}")
-        schema_editor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check})")
+def _key_name(table: str, column: str) -> str:
+    return f"{table.removeprefix('memory_')}_{column}_fk"
 
 
-def to_vector(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    _convert(schema_editor, source="real[]", target="vector", check="vector_dims(vector) = dims")
+CASCADE_SQL = "".join(
+    f"ALTER TABLE {table} ADD CONSTRAINT {_key_name(table, column)}"
+    f" FOREIGN KEY ({column}) REFERENCES {target} (id) ON DELETE CASCADE;"
+    for table, column, target in CASCADING_KEYS
+)
+DROP_CASCADE_SQL = "".join(
+    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {_key_name(table, column)};"
+    for table, column, _ in CASCADING_KEYS
+)
 
 
-def to_array(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    _convert(schema_editor, source="vector", target="real[]", check=ARRAY_CHECK)
+def _hnsw(name: str) -> pgvector.django.indexes.HnswIndex:
+    return pgvector.django.indexes.HnswIndex(
+        django.contrib.postgres.indexes.OpClass(
+            django.db.models.functions.comparison.Cast(
+                "vector", output_field=pgvector.django.vector.VectorField(dimensions=384)
+            ),
+            name="vector_cosine_ops",
+        ),
+        condition=models.Q(("dims", 384)),
+        ef_construction=64,
+        m=16,
+        name=name,
+    )
+
+
+def _dims_check(name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=models.Q(("dims", models.Func("vector", function="vector_dims", output_field=models.IntegerField()))),
+        name=name,
+    )
+
+
+def _common_fields() -> list[tuple[str, models.Field]]:  # type: ignore[type-arg]
+    return [
+        ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+        ("agent_id", models.BigIntegerField()),
+        ("model_name", models.CharField(max_length=200)),
+        ("dims", models.PositiveIntegerField()),
+        ("vector", pgvector.django.vector.VectorField()),
+        ("created_at", models.DateTimeField(auto_now_add=True)),
+        (
+            "generation",
+            models.ForeignKey(
+                db_constraint=False,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="memory.embeddinggeneration",
+            ),
+        ),
+    ]
 
 
 class Migration(migrations.Migration):
@@ -63,15 +92,62 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AlterField(
-            model_name="messageembedding",
-            name="vector",
-            field=memory.fields.VectorField(base_field=memory.fields.Float4Field(), size=None),
+        WhereVectorExtension(
+            [
+                migrations.CreateModel(
+                    name="RevisionEmbedding",
+                    fields=[
+                        *_common_fields(),
+                        (
+                            "revision",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="embeddings",
+                                to="memory.memoryrevision",
+                            ),
+                        ),
+                    ],
+                    options={
+                        "indexes": [
+                            models.Index(fields=["generation", "agent_id"], name="revision_embedding_agent"),
+                            _hnsw("revision_embedding_hnsw_384"),
+                        ],
+                        "constraints": [
+                            models.UniqueConstraint(
+                                fields=("revision", "generation"), name="revision_embedding_unique"
+                            ),
+                            _dims_check("revision_embedding_dims"),
+                        ],
+                    },
+                ),
+                migrations.CreateModel(
+                    name="MessageEmbedding",
+                    fields=[
+                        *_common_fields(),
+                        (
+                            "message",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="embeddings",
+                                to="history.message",
+                            ),
+                        ),
+                    ],
+                    options={
+                        "indexes": [
+                            models.Index(fields=["generation", "agent_id"], name="message_embedding_agent"),
+                            _hnsw("message_embedding_hnsw_384"),
+                        ],
+                        "constraints": [
+                            models.UniqueConstraint(fields=("message", "generation"), name="message_embedding_unique"),
+                            _dims_check("message_embedding_dims"),
+                        ],
+                    },
+                ),
+                migrations.RunSQL(CASCADE_SQL, DROP_CASCADE_SQL),
+            ],
+            probe_table="memory_revisionembedding",
         ),
-        migrations.AlterField(
-            model_name="revisionembedding",
-            name="vector",
-            field=memory.fields.VectorField(base_field=memory.fields.Float4Field(), size=None),
-        ),
-        migrations.RunPython(to_vector, to_array),
     ]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from history.models import EvidenceMethod
 from history.services import message_ingest
-from memory.embeddings.index import drain_outbox, pending_count
+from memory.embeddings.index import drain_outbox, pending_count, vectors_stored
 from memory.embeddings.model import embedding_model
 from memory.models import (
     EmbeddingGeneration,
@@ -49,6 +50,7 @@ def test_every_text_written_queues_index_work_in_its_own_transaction() -> None:
     assert IndexOutbox.objects.filter(target=OutboxTarget.REVISION, processed_at__isnull=True).count() == 3
 
 
+@pytest.mark.usefixtures("pgvector")
 def test_draining_embeds_every_pending_text_exactly_once_even_when_work_is_repeated() -> None:
     write_texts(5)
     while drain_outbox(batch_size=4):
@@ -67,6 +69,7 @@ def test_draining_embeds_every_pending_text_exactly_once_even_when_work_is_repea
     assert all(len(v) == 384 for v in RevisionEmbedding.objects.values_list("vector", flat=True))
 
 
+@pytest.mark.usefixtures("pgvector")
 def test_a_building_generation_is_fed_alongside_the_live_one() -> None:
     write_texts(2)
     drain_outbox()
@@ -95,3 +98,28 @@ def test_with_pgvector_vectors_are_stored_as_vectors_and_read_back_as_the_floats
             cursor.execute("UPDATE memory_revisionembedding SET dims = 383 WHERE id = %s", [stored.pk])
     expected = embedding_model().embed([stored.revision.body])[0]
     assert len(stored.vector) == 384 and np.allclose(stored.vector, expected, atol=1e-6)
+
+
+def test_without_pgvector_the_drain_clears_the_queue_and_embeds_nothing() -> None:
+    """Lexical-only: no embedding tables, so nothing is derived and no work is left pending forever."""
+    if vectors_stored():
+        pytest.skip("the server has pgvector: the embedding tables exist")
+    write_texts(3)
+    while drain_outbox(batch_size=4):
+        pass
+    assert pending_count() == 0
+    assert not EmbeddingGeneration.objects.exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('memory_revisionembedding'), to_regclass('memory_messageembedding')")
+        assert cursor.fetchone() == (None, None)
+
+
+def test_without_pgvector_the_rebuild_command_refuses_and_status_says_lexical_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if vectors_stored():
+        pytest.skip("the server has pgvector: the embedding tables exist")
+    with pytest.raises(CommandError, match="migrated without pgvector"):
+        call_command("embeddings", "rebuild")
+    call_command("embeddings", "status")
+    assert "off (lexical only)" in capsys.readouterr().out

@@ -10,7 +10,7 @@ from memory.embeddings.rebuild import generation_backfill, generation_complete, 
 from memory.models import EmbeddingGeneration, EmbeddingState, MessageEmbedding, RevisionEmbedding
 from tests.retrieval.conftest import Workspace
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("pgvector")]
 
 
 def test_retrieval_keeps_the_live_generation_until_the_new_one_is_complete(ws: Workspace) -> None:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from accounts.models import OperatorScope, UserActor
 from config.errors import NotFound, Unprocessable
 from history.models import Message
+from memory.embeddings.index import vectors_stored
 from memory.fingerprint import belief_fingerprint
 from memory.models import (
     EntryStatus,
@@ -212,9 +213,10 @@ def test_scope_and_review_rejections_do_not_block_the_statement(world: World) ->
 def test_a_reindex_does_not_revive_a_rejected_belief(world: World) -> None:
     reject(world, "lisbon", RejectionKind.NOT_TRUE)
     reject(world, "tea", RejectionKind.CHANGED, "Drinks black coffee now.")
-    call_command("embeddings", "rebuild")
-    # The rebuilt index holds vectors for the rejected revisions too; only canonical rows decide.
-    assert RevisionEmbedding.objects.filter(revision=world.revisions["lisbon"]).exists()
+    if vectors_stored():  # a lexical-only server has no vector index to rebuild
+        call_command("embeddings", "rebuild")
+        # The rebuilt index holds vectors for the rejected revisions too; only canonical rows decide.
+        assert RevisionEmbedding.objects.filter(revision=world.revisions["lisbon"]).exists()
     recalled = world.recall_ids("dm-alice", "U200", "Where do I live? Do I drink green tea?")
     assert world.revisions["lisbon"].pk not in recalled and world.revisions["tea"].pk not in recalled
     assert MemoryEntry.objects.get(pk=world.revisions["lisbon"].entry_id).status == EntryStatus.FORGOTTEN

@@ -46,7 +46,7 @@ from history.locomo import LocomoConversation, load_locomo
 from history.management.commands.import_locomo import import_conversation
 from history.models import Conversation, Message
 from history.search import MAX_LIMIT, HistoryQuery, search_history
-from memory.embeddings.index import drain_outbox, semantic_enabled
+from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType
 from memory.retrieval.eligibility import perspective_for_conversation
@@ -66,9 +66,9 @@ ANALYZED_TABLES = (
     "memory_memoryrevision",
     "memory_memoryevidence",
     "memory_revisionsearchdocument",
-    "memory_messageembedding",
-    "memory_revisionembedding",
 )
+#: Analyzed too where they exist (only on a server with pgvector).
+EMBEDDING_TABLES = ("memory_messageembedding", "memory_revisionembedding")
 #: Memory recall returns at most this many items per question (``--limit`` applies to turns).
 OBSERVATION_ITEMS = 20
 
@@ -212,7 +212,8 @@ def evaluate_conversation(
     # The planner's statistics do not see rows this transaction just wrote: tables it believes empty
     # get nested-loop plans that rescan the sidecar per message (hundreds of ms per search).
     with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {', '.join(ANALYZED_TABLES)}")
+        tables = ANALYZED_TABLES + (EMBEDDING_TABLES if vectors_stored() else ())
+        cursor.execute(f"ANALYZE {', '.join(tables)}")
     requester = by_name.get(conversation.speaker_a)
     perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)
     revision_providers, message_providers, _ = semantic_providers() if mode != "lexical" else ([], [], "")

@@ -68,6 +68,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.db.models import Count
+from pgvector.django import CosineDistance
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
@@ -86,7 +87,7 @@ from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
 from memory.management.commands import bench_recall, bench_turn
 from memory.management.commands.bench_embed import embed_corpus, pool_rate, worker_throughput
-from memory.models import MemoryEntry
+from memory.models import MemoryEntry, RevisionEmbedding, typed_vector
 
 TENANT_PREFIX = "bench-all"
 DEFAULTS = {"messages": 1_000_000, "revisions": 200_000, "agents": 100, "tenants": 20}
@@ -106,10 +107,6 @@ RECALL_BARE_SQL = (
     "SELECT d.revision_id FROM memory_revisionsearchdocument d"
     f" WHERE {agent_terms_match('%s', '%s')}"
     " ORDER BY ts_rank(d.tsv, engram_search_query(%s)) DESC LIMIT 200"
-)
-VECTOR_BARE_SQL = (
-    "SELECT v.revision_id FROM memory_revisionembedding v WHERE v.agent_id = %s AND v.generation_id = %s"
-    " ORDER BY v.vector::vector({dims}) <=> %s::vector({dims}) LIMIT 50"
 )
 #: An index a plan reads, in ``EXPLAIN`` text.
 PLAN_INDEX = re.compile(r"Index (?:Only )?Scan (?:using|on) (\w+)")
@@ -316,13 +313,18 @@ class Command(BaseCommand):
         if generation is None:
             raise CommandError("no live embedding generation after embedding the corpus")
         model = embedding_model(generation.model_name)
-        vector_sql = VECTOR_BARE_SQL.format(dims=int(generation.dims))
+        dims = int(generation.dims)
 
         def bare(question: bench_recall.Question) -> float:
-            vector = "[" + ",".join(f"{v:.7f}" for v in model.embed([question.text])[0].tolist()) + "]"
             agent_id = question.conversation.agent_id
+            # The agent's 50 nearest vectors, as the semantic arm orders them (no eligibility).
+            nearest = (
+                RevisionEmbedding.objects.filter(agent_id=agent_id, generation_id=generation.pk)
+                .order_by(CosineDistance(typed_vector(dims), model.embed([question.text])[0].tolist()))
+                .values_list("revision_id", flat=True)[:50]
+            )
             return bare_ms(RECALL_BARE_SQL, bench_history.bare_params(agent_id, question.text)) + bare_ms(
-                vector_sql, [agent_id, generation.pk, vector]
+                *nearest.query.sql_with_params()
             )
 
         figures = time_recall(agents, random.Random(spec.seed * 104_729), queries, repeats, semantic=True, bare=bare)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.embeddings.index import drain_outbox, pending_count, semantic_enabled
+from memory.embeddings.index import drain_outbox, pending_count, semantic_enabled, vectors_stored
 from memory.embeddings.rebuild import RebuildProgress, rebuild
 from memory.models import EmbeddingGeneration, MessageEmbedding, RevisionEmbedding
 
@@ -26,7 +26,9 @@ class Command(BaseCommand):
         action = options["action"]
         if action == "status":
             self.stdout.write(f"semantic search: {'on' if semantic_enabled() else 'off (lexical only)'}")
-            for generation in EmbeddingGeneration.objects.order_by("id"):
+            if not vectors_stored():
+                self.stdout.write("no embedding tables: this database was migrated without pgvector")
+            for generation in EmbeddingGeneration.objects.order_by("id") if vectors_stored() else ():
                 revisions = RevisionEmbedding.objects.filter(generation=generation).count()
                 messages = MessageEmbedding.objects.filter(generation=generation).count()
                 self.stdout.write(
@@ -40,6 +42,11 @@ class Command(BaseCommand):
                 bar.update(taken)
             bar.close()
         else:
+            if not vectors_stored():
+                raise CommandError(
+                    "no embedding tables: this database was migrated without pgvector (lexical-only); see"
+                    " docs/embeddings.md for turning semantic search on"
+                )
             bar = tqdm(unit="text", disable=None)
 
             def progress(step: RebuildProgress) -> None:

@@ -45,6 +45,9 @@ class _TurnRules:
         self.ledger_stale = False
         self.delivered: Reply | None = None
         self.closed = False
+        self.tools: dict[str, list[dict[str, Any]]] = {}
+        #: What the tool definitions say about ids and rounds (for the system prompt).
+        self.instructions = ""
 
     @property
     def turn_id(self) -> int:
@@ -154,12 +157,21 @@ class TurnSession:
     def delivered(self) -> Reply | None:
         return self._rules.delivered
 
+    @property
+    def tool_instructions(self) -> str:
+        """What the tool definitions say about ids and rounds, once ``tools()`` has been called."""
+        return self._rules.instructions
+
     def tools(self, format: ToolFormat = "openai") -> list[dict[str, Any]]:
-        """The tool definitions to offer the model now: empty once no round is left."""
+        """The tool definitions to offer the model now: empty once no round is left. The server's list
+        is all the tools or none, so it is fetched once a format and then follows ``rounds_left``."""
         if self._rules.rounds_left <= 0 or self._rules.closed:
             return []
-        result: Tools = self._engram.tools(format, turn_id=self.turn_id)
-        return result.tools
+        if format not in self._rules.tools:
+            result: Tools = self._engram.tools(format, turn_id=self.turn_id)
+            self._rules.tools[format] = result.tools
+            self._rules.instructions = result.instructions
+        return list(self._rules.tools[format])
 
     def round(self, calls: Sequence[VerbCall]) -> Round:
         """Run one round of verb calls (``[{"verb": "recall", "query": "..."}, ...]``)."""
@@ -241,11 +253,18 @@ class AsyncTurnSession:
     def delivered(self) -> Reply | None:
         return self._rules.delivered
 
+    @property
+    def tool_instructions(self) -> str:
+        return self._rules.instructions
+
     async def tools(self, format: ToolFormat = "openai") -> list[dict[str, Any]]:
         if self._rules.rounds_left <= 0 or self._rules.closed:
             return []
-        result: Tools = await self._engram.tools(format, turn_id=self.turn_id)
-        return result.tools
+        if format not in self._rules.tools:
+            result: Tools = await self._engram.tools(format, turn_id=self.turn_id)
+            self._rules.tools[format] = result.tools
+            self._rules.instructions = result.instructions
+        return list(self._rules.tools[format])
 
     async def round(self, calls: Sequence[VerbCall]) -> Round:
         self._rules.before_round(calls)

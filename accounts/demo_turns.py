@@ -10,12 +10,16 @@ httpx's WSGI transport, so no server needs to be running while the demo loads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
 from django.conf import settings
+from django.core import signals
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from engram_client import Engram
 from engram_client.agent import Message, ScriptedModel, Step, calls, recalled_items, run_turn, says, tool_results
 
@@ -145,6 +149,20 @@ def _host() -> str:
     return "localhost"
 
 
+@contextmanager
+def _connection_kept() -> Iterator[None]:
+    """The in-process requests share this command's database connection; Django closes a server
+    request's connection when it finishes (or even starts), which here would close the command's own,
+    inside a caller's transaction too. Django's test client keeps it open the same way."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
 def demo_turns_run(*, agent: RuntimeAgent) -> list[str]:
     """Drive :data:`TURNS` for the demo agent through the API; a summary line per turn."""
     key = api_key_create(agent=agent, label="demo turns")
@@ -152,7 +170,11 @@ def demo_turns_run(*, agent: RuntimeAgent) -> list[str]:
     transport = httpx.WSGITransport(app=get_wsgi_application())
     lines = []
     try:
-        with httpx.Client(transport=transport) as http, Engram(base_url, key.secret, http_client=http) as engram:
+        with (
+            _connection_kept(),
+            httpx.Client(transport=transport) as http,
+            Engram(base_url, key.secret, http_client=http) as engram,
+        ):
             sessions: dict[str, int] = {}
             for index, demo in enumerate(TURNS):
                 actor = Actor.objects.get(connector__agent=agent, external_id=demo.actor)

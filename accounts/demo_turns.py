@@ -10,6 +10,7 @@ httpx's WSGI transport, so no server needs to be running while the demo loads.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -165,6 +166,7 @@ def _connection_kept() -> Iterator[None]:
 
 def demo_turns_run(*, agent: RuntimeAgent) -> list[str]:
     """Drive :data:`TURNS` for the demo agent through the API; a summary line per turn."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
     key = api_key_create(agent=agent, label="demo turns")
     base_url = f"https://{_host()}"
     transport = httpx.WSGITransport(app=get_wsgi_application())

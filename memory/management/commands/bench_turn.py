@@ -56,6 +56,7 @@ the latencies and ``cpu_ms_per_turn``).
 from __future__ import annotations
 
 import json
+import logging
 import random
 import tempfile
 import time
@@ -481,6 +482,7 @@ class ClientRuntime:
     def __init__(self, base_url: str, secret: str) -> None:
         from engram_client import Engram  # the client is a package of its own; only this mode needs it
 
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
         self.engram = Engram(base_url, secret, timeout=REQUEST_TIMEOUT, max_retries=0)
 
     def close(self) -> None:

@@ -4,9 +4,11 @@ workspace with Victor and Alice, ingested through the client itself."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from engram_client import Engram, MessageIn
@@ -16,6 +18,7 @@ from accounts.models import RuntimeAgent
 from accounts.services import api_key_create
 from tests.factories import AgentFactory
 
+T = TypeVar("T")
 NAMES = {"U1": "Victor", "U2": "Alice"}
 DM_ALICE: Audience = {"kind": "members", "readers": ["U2"]}
 GENERAL: Audience = {"kind": "workspace"}
@@ -57,3 +60,10 @@ def workspace(transactional_db: None, live_server: Any) -> Workspace:
 def engram(workspace: Workspace) -> Iterator[Engram]:
     with workspace.client() as client:
         yield client
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on a thread of its own: Playwright's sync API (the browser tests) keeps an event
+    loop on the main thread, where ``asyncio.run`` refuses to start another."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -3,8 +3,6 @@ helper, and each failure kind raised as its own exception carrying the API's cod
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from engram_client import (
     AsyncEngram,
@@ -21,7 +19,7 @@ from engram_client import (
 
 from history.models import Message, Turn
 from memory.models import MemoryEntry
-from tests.clients.conftest import Workspace
+from tests.clients.conftest import Workspace, run_async
 
 
 def _dm_turn_start(workspace: Workspace, engram: Engram, text: str) -> tuple[int, int]:
@@ -161,4 +159,4 @@ def test_the_async_client_runs_the_same_turn(workspace: Workspace) -> None:
                 await engram.get_turn(999_999)
             return reply.state
 
-    assert asyncio.run(scenario()) == "delivered"
+    assert run_async(scenario()) == "delivered"

@@ -8,7 +8,6 @@ itself, in the API's error shape, and forwards the rest; what reached Engram is 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -22,7 +21,7 @@ import pytest
 from engram_client import AsyncEngram, Engram, ReplyWithheld, UnavailableError
 
 from history.models import Message
-from tests.clients.conftest import Workspace
+from tests.clients.conftest import Workspace, run_async
 
 
 @dataclass
@@ -123,6 +122,6 @@ def test_the_async_client_retries_alike(workspace: Workspace, proxy: Proxy) -> N
             (ingested,) = await engram.ingest([workspace.message("general", "U1", "hello")])
             return ingested.message_id
 
-    message_id = asyncio.run(ingest())
+    message_id = run_async(ingest())
     assert [forwarded for _, forwarded in proxy.seen] == [False, False, True]
     assert Message.objects.filter(pk=message_id).exists()

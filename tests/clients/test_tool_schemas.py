@@ -174,7 +174,7 @@ def refused(draw: st.DrawFn, verb: str) -> dict[str, Any]:
     elif kind == "length" and "maxLength" in prop:
         instance[name] = "x" * (prop["maxLength"] + 1)
     elif kind == "pattern" and prop.get("format") != "date-time" and "pattern" in prop:
-        instance[name] = "\u0000" if "u0000" in prop["pattern"] else "m:not-hex"
+        instance[name] = "\u0000" if "u0000" in prop["pattern"] else "no match!"
     else:
         instance[name] = draw(st.sampled_from(WRONG_TYPES[types[0]]))
     return instance

@@ -23,6 +23,7 @@ from memory.apis import (
     TurnCreateApi,
     TurnDetailApi,
 )
+from memory.tool_apis import ToolsApi, TurnToolsApi
 from memory.views import message_detail, rejection_create, turn_detail, turn_list
 
 
@@ -72,6 +73,10 @@ urlpatterns = [
         name="me-sharing-decision",
     ),
     path("api/v1/me/grants/<int:grant_id>/revoke", MyGrantRevokeApi.as_view(), name="me-grants-revoke"),
+    # -- tool definitions for models (the Python client's tools(); memory/tool_apis.py) --
+    path("api/v1/tools", ToolsApi.as_view(), name="tools-list"),
+    path("api/v1/turns/<int:turn_id>/tools", TurnToolsApi.as_view(), name="turns-tools"),
+    # -- end of tool definitions --
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("turns/", turn_list, name="engram-turns"),

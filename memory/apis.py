@@ -56,15 +56,54 @@ def verb_field(name: str) -> serializers.ChoiceField:
     return serializers.ChoiceField(choices=[name])
 
 
+#: The largest id a verb may name (PostgreSQL bigint): a larger one is a 400, not a failed query.
+MAX_ID = 2**63 - 1
+
+#: The JSON type each kind of field takes. A verb's arguments come from a model following the tool
+#: definitions (memory/tools.py), so the API takes exactly what those schemas admit: no coercion of
+#: "5" to 5, 1 to True or 5 to "5", which DRF's fields would otherwise do.
+_JSON_TYPES: list[tuple[type[serializers.Field[Any, Any, Any, Any]], tuple[type, ...], str]] = [
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.ChoiceField, (str,), "a string"),
+    (serializers.DateTimeField, (str,), "a string"),
+]
+
+
+def json_type_errors(fields: dict[str, Any], data: dict[str, Any]) -> dict[str, list[str]]:
+    """The fields of ``data`` whose JSON type is not their field's (``null`` only where allowed)."""
+    errors = {}
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None or (value is None and field.allow_null):
+            continue
+        for kind, types, label in _JSON_TYPES:
+            if isinstance(field, kind):
+                integral = kind is serializers.IntegerField and isinstance(value, float) and value.is_integer()
+                if (isinstance(value, bool) and bool not in types) or not (isinstance(value, types) or integral):
+                    errors[name] = [f"must be {label}"]
+                break
+    return errors
+
+
 class VerbIn(StrictSerializer):
     """One memory verb call; each verb's ``verb`` field selects its schema."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            errors = json_type_errors(dict(self.fields), data)
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
 
 
 class RememberIn(VerbIn):
     verb = verb_field("remember")
     body = serializers.CharField(max_length=2_000, help_text="Natural prose; names belong in subject, not here.")
     belief_type = serializers.ChoiceField(choices=BeliefType.choices, default=BeliefType.PROJECT_FACT)
-    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
     portability = serializers.ChoiceField(choices=Portability.choices, default=Portability.PORTABLE)
     authority = serializers.ChoiceField(
         choices=[Authority.USER_STATED, Authority.INFERRED], default=Authority.USER_STATED
@@ -89,7 +128,7 @@ class AmendIn(VerbIn):
     verb = verb_field("amend")
     id = _memory_id()
     body = serializers.CharField(max_length=2_000, required=False)
-    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
     belief_type = serializers.ChoiceField(choices=BeliefType.choices, required=False)
     portability = serializers.ChoiceField(choices=Portability.choices, required=False)
     confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
@@ -112,14 +151,16 @@ class ForgetIn(VerbIn):
 class RequestSharingIn(VerbIn):
     verb = verb_field("request_memory_sharing")
     id = _memory_id()
-    conversation_id = serializers.IntegerField(min_value=1, help_text="The conversation to share it into.")
+    conversation_id = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="The conversation to share it into."
+    )
 
 
 class SearchHistoryIn(VerbIn):
     verb = verb_field("search_history")
     query = serializers.CharField(max_length=2_000)
     actor = serializers.CharField(max_length=200, required=False, help_text='An actor id, name, or "requester".')
-    conversation_id = serializers.IntegerField(min_value=1, required=False)
+    conversation_id = serializers.IntegerField(min_value=1, max_value=MAX_ID, required=False)
     connector = serializers.RegexField(r"^[a-z0-9_-]{1,50}:[A-Za-z0-9_.@-]{1,200}$", required=False)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)

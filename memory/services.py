@@ -339,7 +339,9 @@ def _validate_belief(agent: RuntimeAgent, belief: Belief) -> None:
         raise Unprocessable("a new revision is active or provisional", code="invalid_lifecycle")
     if not (0 <= belief.confidence <= 1 and 0 <= belief.salience <= 1):
         raise Unprocessable("confidence and salience lie in [0, 1]", code="out_of_range")
-    if belief.valid_from and belief.valid_to and belief.valid_to <= belief.valid_from:
+    # Without valid_from the revision holds from now on (see _write_revision), so a valid_to in the
+    # past is refused here rather than by the database's revision_valid_interval constraint.
+    if belief.valid_to and belief.valid_to <= (belief.valid_from or timezone.now()):
         raise Unprocessable("valid_to must be after valid_from", code="invalid_validity")
     # The subject is a person this agent actually knows (through one of its connectors).
     if (

@@ -183,3 +183,28 @@ def test_the_whole_turn_is_the_runtimes_steps_and_ingest_is_reported_beside_it()
     assert {"p50_ms": figures["p50_ms"], "p95_ms": figures["p95_ms"]} == p([70.0, 85.0])
     assert figures["with_ingest"] == p([80.0, 97.0])
     assert figures["steps"]["ingest"] == p([10.0, 12.0])
+
+
+@pytest.mark.timeout(300)
+def test_via_client_times_the_python_client_beside_raw_http(transactional_db: None) -> None:
+    """``--via-client``: the same kind of turns through engram_client and through raw HTTP, on one server,
+    each counted, with the client's p95 over raw HTTP's in the JSON."""
+    out = StringIO()
+    call_command(
+        "bench_turn",
+        *("--memories", "100", "--messages", "300", "--turns", "10", "--warmup", "1", "--via-client"),
+        stdout=out,
+    )
+    lines = out.getvalue().strip().splitlines()
+    result = json.loads(lines[-1])
+    assert result["turns"] == 10 and result["client"]["turns"] == 10
+    assert set(result["client"]["steps"]) == set(bench_turn.STEPS)
+    assert result["client"]["p95_ratio"] == round(result["client"]["p95_ms"] / result["p95_ms"], 3)
+    assert any(line.startswith("through engram_client") for line in lines)
+    # 1 + 1 warm-up turns and 10 + 10 measured ones, each delivered.
+    assert Message.objects.filter(direction="outbound").count() == 22
+
+
+def test_via_client_and_against_are_exclusive() -> None:
+    with pytest.raises(CommandError, match="give one"):
+        call_command("bench_turn", "--via-client", "--against", "/tmp", stdout=StringIO())

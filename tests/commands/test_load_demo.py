@@ -56,7 +56,8 @@ def test_workspace_shape(demo: str):
 
 
 def test_transcript_is_authenticated_and_spread_over_weeks(demo: str):
-    messages = Message.objects.filter(agent__tenant__slug="acme")
+    # Inbound messages, as connectors saw them; the demo turns' replies are the agent's own.
+    messages = Message.objects.filter(agent__tenant__slug="acme", direction="inbound")
     assert 50 <= messages.count() <= 70
     assert (
         MessageSourceEvidence.objects.filter(message__in=messages, method=EvidenceMethod.CONNECTOR_SIGNED).count()

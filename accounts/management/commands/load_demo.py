@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from accounts.demo_turns import demo_turns_run
 from accounts.models import Actor, Connector, IdentityLink, RuntimeAgent, Tenant, UserActor
 from history.audience import Audience
 from history.models import Conversation, EvidenceMethod, Message
@@ -218,6 +219,8 @@ class Command(BaseCommand):
         # One transaction: a failure leaves nothing half-loaded, so "tenant exists" means "loaded".
         with transaction.atomic():
             summary = load()
+        # Then a few real turns through the API, so the end-user view has turns to show.
+        summary += demo_turns_run(agent=RuntimeAgent.objects.get(tenant__slug=TENANT_SLUG, name=AGENT_NAME))
         self.stdout.write(self.style.SUCCESS("Loaded the Acme demo workspace:"))
         for line in summary:
             self.stdout.write(f"  {line}")

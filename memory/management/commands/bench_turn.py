@@ -42,6 +42,10 @@ one JSON object: ``{"turns", "conversations", "withheld", "p50_ms", "p95_ms", "w
 just before and after the turns, so that runs on a machine whose speed drifts can be compared.
 The server is stopped whatever happens.
 
+``--via-client`` times the same turns through the Python client (``engram_client``, with its typed
+results and error handling) beside raw HTTP, on one server, in alternate blocks of ten turns; the table
+is raw HTTP's and the JSON's ``client`` holds the client's figures and ``p95_ratio`` (client p95 over raw).
+
 ``--against PATH`` compares this code with another checkout of Engram at PATH (sharing this one's
 migrations, run with this interpreter): each is served by its own gunicorn on the same corpus, and they
 take blocks of ten turns in turn, so that a drift of the machine's speed falls on both alike. The table
@@ -52,6 +56,7 @@ the latencies and ``cpu_ms_per_turn``).
 from __future__ import annotations
 
 import json
+import logging
 import random
 import tempfile
 import time
@@ -114,6 +119,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument(
+            "--via-client",
+            action="store_true",
+            help="Time the same turns through the Python client (engram_client) beside raw HTTP, on one server, "
+            "in alternate blocks of ten turns; report the client's p95 over raw HTTP's.",
+        )
+        parser.add_argument(
             "--against",
             type=Path,
             help="Another checkout of Engram (same migrations) to compare with, free of the machine's drift: "
@@ -125,6 +136,8 @@ class Command(BaseCommand):
             raise CommandError("need --memories >= 1, --messages >= --memories and --turns >= 1")
         if options["per_conversation"] < 1:
             raise CommandError("need --per-conversation >= 1")
+        if options["against"] is not None and options["via_client"]:
+            raise CommandError("--against and --via-client compare different things; give one")
         if options["against"] is not None and not (options["against"] / "config" / "wsgi.py").is_file():
             raise CommandError(f"--against {options['against']}: not a checkout of Engram (no config/wsgi.py)")
         spec = TurnSpec(revisions=options["memories"], agents=1, seed=options["seed"], messages=options["messages"])
@@ -141,7 +154,10 @@ class Command(BaseCommand):
         script = Script.load(agent, rng, per_conversation=options["per_conversation"])
         probe_before = cpu_probe_seconds()
         against: Batch | None = None
-        if options["against"] is not None:
+        via_client: Batch | None = None
+        if options["via_client"]:
+            batch, via_client = drive_via_client(agent, script, turns=options["turns"], warmup=options["warmup"])
+        elif options["against"] is not None:
             batch, against = drive_pair(
                 agent, script, turns=options["turns"], warmup=options["warmup"], other=options["against"].resolve()
             )
@@ -179,6 +195,15 @@ class Command(BaseCommand):
                 f"{against.database_cpu_ms} ms"
             )
             result["against"] = other
+        if via_client is not None:
+            client = {"turns": len(via_client.timings), **turn_figures(via_client.timings)}
+            client["cpu_ms_per_turn"] = {"server": via_client.server_cpu_ms, "database": via_client.database_cpu_ms}
+            client["p95_ratio"] = round(client["p95_ms"] / figures["p95_ms"], 3)
+            self.stdout.write(
+                f"through engram_client, in alternate blocks of {COMPARISON_BLOCK} turns: turn p50 "
+                f"{client['p50_ms']} ms, p95 {client['p95_ms']} ms; client p95 / raw HTTP p95 = {client['p95_ratio']}"
+            )
+            result["client"] = client
         result["cpu_probe_s"] = probe
         self.stdout.write(json.dumps(result))
 
@@ -244,6 +269,40 @@ def drive_pair(agent: RuntimeAgent, script: Script, *, turns: int, warmup: int, 
                     timings[side].extend(script.turn(clients[side]) for _ in range(count))
                 server_s[side] += cpu.server_s
                 database_s[side] += cpu.database_s or 0.0
+
+    def batch(side: int) -> Batch:
+        count = len(timings[side])
+        database_ms = round(database_s[side] * 1000 / count, 1) if database_pid else None
+        return Batch(timings[side], round(server_s[side] * 1000 / count, 1), database_ms)
+
+    return batch(0), batch(1)
+
+
+def drive_via_client(agent: RuntimeAgent, script: Script, *, turns: int, warmup: int) -> tuple[Batch, Batch]:
+    """Raw HTTP (:class:`Client`) and the Python client (:class:`ClientRuntime`) on one gunicorn, taking
+    blocks of :data:`COMPARISON_BLOCK` turns in turn (which goes first alternates), ``turns`` each after
+    ``warmup`` each: the same turns, the same server and the same drift of the machine's speed for both."""
+    secret = api_key_create(agent=agent, label="bench_turn").secret
+    database_pid = database_server_pid()
+    timings: tuple[list[dict[str, float]], list[dict[str, float]]] = ([], [])
+    server_s, database_s = [0.0, 0.0], [0.0, 0.0]
+    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served_process(Path(folder)) as served:
+        base_url, server_pid = served
+        raw, client = Client(base_url, secret), ClientRuntime(base_url, secret)
+        runtimes: tuple[Client | ClientRuntime, ...] = (raw, client)
+        try:
+            for runtime in runtimes:
+                for _ in range(warmup):
+                    script.turn(runtime)
+            for block in range(-(-turns // COMPARISON_BLOCK)):
+                for side in (0, 1) if block % 2 == 0 else (1, 0):
+                    count = min(COMPARISON_BLOCK, turns - block * COMPARISON_BLOCK)
+                    with CpuAccount(server_pid, database_pid) as cpu:
+                        timings[side].extend(script.turn(runtimes[side]) for _ in range(count))
+                    server_s[side] += cpu.server_s
+                    database_s[side] += cpu.database_s or 0.0
+        finally:
+            client.close()
 
     def batch(side: int) -> Batch:
         count = len(timings[side])
@@ -390,6 +449,80 @@ class Client:
             raise CommandError(f"{method} {path} answered {answer.status}: {answer.text[:2000]}")
         return answer.json(), elapsed
 
+    # The steps of a turn, as Script.turn takes them from either runtime (this one or ClientRuntime).
+
+    def ingest(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        ingested, ms = self.call("POST", "/api/v1/messages", 201, {"messages": [message]})
+        return ingested["messages"][0], ms
+
+    def open_session(self, conversation_id: int, requester_id: int) -> int:
+        body = {"conversation_id": conversation_id, "requester_actor_id": requester_id}
+        opened, _ = self.call("POST", "/api/v1/sessions", 201, body)
+        return int(opened["session_id"])
+
+    def start_turn(self, session_id: int, inbound_id: int, loaded: list[int]) -> tuple[int, float]:
+        body = {"inbound_message_id": inbound_id, "loaded_message_ids": loaded}
+        turn, ms = self.call("POST", f"/api/v1/sessions/{session_id}/turns", 201, body)
+        return int(turn["turn_id"]), ms
+
+    def round(self, turn_id: int, calls: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
+        return self.call("POST", f"/api/v1/turns/{turn_id}/rounds", 200, {"calls": calls})
+
+    def ledger(self, turn_id: int) -> float:
+        return self.call("GET", f"/api/v1/turns/{turn_id}/ledger", 200)[1]
+
+    def reply(self, turn_id: int, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        return self.call("POST", f"/api/v1/turns/{turn_id}/reply", 201, body, may_withhold=True)
+
+
+class ClientRuntime:
+    """The same steps through the Python client (``engram_client``, clients/python), as an agent
+    runtime using it would take them; ``--via-client`` times it beside :class:`Client`."""
+
+    def __init__(self, base_url: str, secret: str) -> None:
+        from engram_client import Engram  # the client is a package of its own; only this mode needs it
+
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+        self.engram = Engram(base_url, secret, timeout=REQUEST_TIMEOUT, max_retries=0)
+
+    def close(self) -> None:
+        self.engram.close()
+
+    @staticmethod
+    def _timed(call: Any, *args: Any) -> tuple[Any, float]:
+        from engram_client import EngramError
+
+        started = time.perf_counter()
+        try:
+            result = call(*args)
+        except EngramError as error:
+            if error.code == "reply_withheld":
+                return WITHHELD, (time.perf_counter() - started) * 1000
+            raise CommandError(f"{call.__name__} failed: {error}") from error
+        return result, (time.perf_counter() - started) * 1000
+
+    def ingest(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        (ingested,), ms = self._timed(self.engram.ingest, [message])
+        return ingested.raw, ms
+
+    def open_session(self, conversation_id: int, requester_id: int) -> int:
+        return int(self.engram.open_session(conversation_id, requester_actor_id=requester_id).session_id)
+
+    def start_turn(self, session_id: int, inbound_id: int, loaded: list[int]) -> tuple[int, float]:
+        turn, ms = self._timed(self.engram.start_turn, session_id, inbound_id, loaded)
+        return int(turn.turn_id), ms
+
+    def round(self, turn_id: int, calls: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
+        ran, ms = self._timed(self.engram.run_round, turn_id, calls)
+        return ran.raw, ms
+
+    def ledger(self, turn_id: int) -> float:
+        return self._timed(self.engram.ledger, turn_id)[1]
+
+    def reply(self, turn_id: int, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        delivered, ms = self._timed(self.engram.submit_reply, turn_id, body["body"], body["cited_ids"])
+        return (delivered if delivered is WITHHELD else delivered.raw), ms
+
 
 @dataclass(frozen=True)
 class Room:
@@ -485,7 +618,7 @@ class Script:
         terms = content_terms(self.rng.choice(self.bodies))
         return self.rng.sample(terms, min(len(terms), self.rng.randint(1, 3))) or ["update"]
 
-    def turn(self, client: Client) -> dict[str, float]:
+    def turn(self, client: Client | ClientRuntime) -> dict[str, float]:
         """One whole turn in the next conversation; the wall time of each step in ms."""
         thread = self.thread()
         if not thread.turns:
@@ -503,31 +636,24 @@ class Script:
             "evidence": {"method": "connector_signed", "detail": {"bench": True}},
         }
         ms: dict[str, float] = {}
-        ingested, ms["ingest"] = client.call("POST", "/api/v1/messages", 201, {"messages": [message]})
-        inbound = ingested["messages"][0]
+        inbound, ms["ingest"] = client.ingest(message)
         if not thread.session_id:
             # Once per conversation, before its first turn: not part of the turn.
-            body = {"conversation_id": inbound["conversation_id"], "requester_actor_id": thread.requester.pk}
-            opened, _ = client.call("POST", "/api/v1/sessions", 201, body)
-            thread.session_id = opened["session_id"]
-        turn, ms["turn_start"] = client.call(
-            "POST",
-            f"/api/v1/sessions/{thread.session_id}/turns",
-            201,
-            {"inbound_message_id": inbound["message_id"], "loaded_message_ids": thread.recent[-LOADED_WINDOW:]},
+            thread.session_id = client.open_session(inbound["conversation_id"], thread.requester.pk)
+        turn_id, ms["turn_start"] = client.start_turn(
+            thread.session_id, inbound["message_id"], thread.recent[-LOADED_WINDOW:]
         )
         thread.recent.append(inbound["message_id"])
-        calls = [
+        calls: list[dict[str, Any]] = [
             {"verb": "recall", "query": " ".join(words)},
             {"verb": "search_history", "query": self.rng.choice(words), "limit": 8},
         ]
-        turn_path = f"/api/v1/turns/{turn['turn_id']}"
-        ran, ms["round"] = client.call("POST", f"{turn_path}/rounds", 200, {"calls": calls})
-        _, ms["ledger"] = client.call("GET", f"{turn_path}/ledger", 200)
+        ran, ms["round"] = client.round(turn_id, calls)
+        ms["ledger"] = client.ledger(turn_id)
         recalled = ran["results"][0]["result"]["items"] if ran["results"][0]["status"] == "ok" else []
         cited = [recalled[0]["id"]] if recalled else []
         reply = {"body": "Here is what I found" + (f" [{cited[0]}]." if cited else "."), "cited_ids": cited}
-        delivered, ms["reply"] = client.call("POST", f"{turn_path}/reply", 201, reply, may_withhold=True)
+        delivered, ms["reply"] = client.reply(turn_id, reply)
         if delivered is WITHHELD:
             self.withheld += 1
         else:

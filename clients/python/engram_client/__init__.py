@@ -1,0 +1,89 @@
+"""engram-client: the Python client of Engram's agent runtime API.
+
+from engram_client import Engram
+
+with Engram("http://127.0.0.1:8000", api_key="...") as engram:
+    inbound = engram.ingest([message])[0]
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    with engram.turn(session, inbound.message_id) as turn:
+        turn.round([{"verb": "recall", "query": "deploy schedule"}])
+        ledger = turn.ledger()          # give ledger.instruction to the model
+        reply = turn.reply("...")       # ReplyWithheld / ClaimGuardFailed when not delivered
+"""
+
+from engram_client.client import AsyncEngram, Engram
+from engram_client.errors import (
+    AuthenticationError,
+    ClaimGuardFailed,
+    ConcurrentUpdate,
+    ConflictError,
+    EngramError,
+    NotFoundError,
+    PermissionDeniedError,
+    ProtocolError,
+    RateLimitedError,
+    ReplyWithheld,
+    RoundLimitReached,
+    ServerError,
+    TransportError,
+    TurnClosed,
+    UnavailableError,
+    ValidationError,
+)
+from engram_client.tools import tool_calls_to_verb_calls, tool_messages
+from engram_client.turn import AsyncTurnSession, TurnSession
+from engram_client.types import (
+    CallResult,
+    Ingested,
+    Ledger,
+    MessageIn,
+    Operation,
+    Recall,
+    Reply,
+    Round,
+    Session,
+    Tools,
+    Trace,
+    Turn,
+    VerbCall,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncEngram",
+    "AsyncTurnSession",
+    "AuthenticationError",
+    "CallResult",
+    "ClaimGuardFailed",
+    "ConcurrentUpdate",
+    "ConflictError",
+    "Engram",
+    "EngramError",
+    "Ingested",
+    "Ledger",
+    "MessageIn",
+    "NotFoundError",
+    "Operation",
+    "PermissionDeniedError",
+    "ProtocolError",
+    "RateLimitedError",
+    "Recall",
+    "Reply",
+    "ReplyWithheld",
+    "Round",
+    "RoundLimitReached",
+    "ServerError",
+    "Session",
+    "Tools",
+    "Trace",
+    "TransportError",
+    "Turn",
+    "TurnClosed",
+    "TurnSession",
+    "UnavailableError",
+    "ValidationError",
+    "VerbCall",
+    "tool_calls_to_verb_calls",
+    "tool_messages",
+]

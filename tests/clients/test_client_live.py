@@ -1,0 +1,162 @@
+"""The sync and async clients against a live server: typed results, the turn protocol kept by the
+helper, and each failure kind raised as its own exception carrying the API's code, message and detail."""
+
+from __future__ import annotations
+
+import pytest
+from engram_client import (
+    AsyncEngram,
+    AuthenticationError,
+    ClaimGuardFailed,
+    Engram,
+    NotFoundError,
+    ProtocolError,
+    ReplyWithheld,
+    RoundLimitReached,
+    TurnClosed,
+    ValidationError,
+)
+
+from history.models import Message, Turn
+from memory.models import MemoryEntry
+from tests.clients.conftest import Workspace, run_async
+
+
+def _dm_turn_start(workspace: Workspace, engram: Engram, text: str) -> tuple[int, int]:
+    inbound = engram.ingest([workspace.message("D-ALICE", "U2", text)])[0]
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    return session.session_id, inbound.message_id
+
+
+def test_a_whole_turn_through_the_helper_remembers_cites_and_delivers(workspace: Workspace, engram: Engram) -> None:
+    """ingest → session → turn → rounds → ledger → reply, all typed; the reply's provenance is stored."""
+    session_id, inbound = _dm_turn_start(workspace, engram, "I moved to Lisbon last month.")
+    with engram.turn(session_id, inbound) as turn:
+        assert turn.rounds_left == 3 and turn.recall is not None
+        first = turn.round([{"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr"}])
+        assert first.results[0].ok and first.round == 1
+        memory_id = first.results[0].result["id"]
+        recalled = turn.round([{"verb": "recall", "query": "Lisbon"}])
+        assert memory_id in [item["id"] for item in recalled.results[0].result["items"]]
+        ledger = turn.ledger()
+        assert [op.operation for op in ledger.operations] == ["remember"] and ledger.role == "developer"
+        assert memory_id in ledger.instruction
+        reply = turn.reply(f"Noted, you live in Lisbon [{memory_id}].")
+    assert reply.state == "delivered" and reply.cited == [memory_id]
+    assert Message.objects.get(pk=reply.message_id).body.startswith("Noted")
+    assert Turn.objects.get(pk=turn.turn_id).state == "delivered"
+
+
+def test_the_helper_refuses_a_reply_before_the_ledger_is_read(workspace: Workspace, engram: Engram) -> None:
+    """After a round, reply() raises ProtocolError and sends nothing until ledger() was read."""
+    session_id, inbound = _dm_turn_start(workspace, engram, "Remember I like tea.")
+    with engram.turn(session_id, inbound) as turn:
+        turn.round([{"verb": "remember", "body": "Likes tea.", "belief_type": "preference"}])
+        with pytest.raises(ProtocolError) as refused:
+            turn.reply("Done.")
+        assert refused.value.code == "ledger_not_read"
+        assert Turn.objects.get(pk=turn.turn_id).state == "open"
+        turn.ledger()
+        turn.reply("I will remember that you like tea.")
+
+
+def test_the_helper_bounds_the_rounds_and_offers_no_tools_after_the_last(workspace: Workspace, engram: Engram) -> None:
+    """Three rounds, then RoundLimitReached without a request, and an empty tool list."""
+    session_id, inbound = _dm_turn_start(workspace, engram, "What do you know?")
+    with engram.turn(session_id, inbound) as turn:
+        assert len(turn.tools("openai")) == 6
+        for _ in range(3):
+            turn.round([{"verb": "recall", "query": ""}])
+        assert turn.rounds_left == 0 and turn.rounds[-1].final
+        assert turn.tools("openai") == [] and turn.tools("anthropic") == []
+        with pytest.raises(RoundLimitReached):
+            turn.round([{"verb": "recall", "query": ""}])
+        assert Turn.objects.get(pk=turn.turn_id).rounds_used == 3
+        turn.ledger()
+        turn.reply("Nothing yet.")
+
+
+def test_leaving_a_turn_without_a_reply_is_an_error(workspace: Workspace, engram: Engram) -> None:
+    session_id, inbound = _dm_turn_start(workspace, engram, "Hello?")
+    with pytest.raises(ProtocolError) as refused, engram.turn(session_id, inbound):
+        pass
+    assert refused.value.code == "no_reply"
+
+
+def test_a_claim_of_an_uncommitted_change_raises_claim_guard_failed(workspace: Workspace, engram: Engram) -> None:
+    """The claim guard's 422 becomes ClaimGuardFailed with the API's code and detail; the turn is closed."""
+    session_id, inbound = _dm_turn_start(workspace, engram, "Forget my address.")
+    with engram.turn(session_id, inbound) as turn:
+        with pytest.raises(ClaimGuardFailed) as failed:
+            turn.reply("I forgot your address.")
+        assert failed.value.status == 422 and failed.value.code == "claim_guard_failed"
+        assert failed.value.detail["claims"] and "ledger" in failed.value.detail
+        with pytest.raises(TurnClosed):
+            turn.reply("Sorry.")
+    assert Turn.objects.get(pk=turn.turn_id).state == "failed"
+
+
+def test_a_withheld_reply_raises_reply_withheld(workspace: Workspace, engram: Engram) -> None:
+    """The pre-delivery recheck withholds a reply when the audience widened after recall: ReplyWithheld
+    (409 reply_withheld, not retried), nothing delivered."""
+    inbound = engram.ingest([workspace.message("D-ALICE", "U2", "My salary is 90k.")])[0]
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    with engram.turn(session, inbound.message_id) as turn:
+        turn.round([{"verb": "remember", "body": "Earns 90k a year.", "belief_type": "user_model_attr"}])
+        turn.ledger()
+        # The connector reports the thread has become public: the memory may no longer be disclosed there.
+        engram.ingest([workspace.message("D-ALICE", "U2", "Adding everyone here.", audience={"kind": "public"})])
+        with pytest.raises(ReplyWithheld) as withheld:
+            turn.reply("Noted your salary.")
+        assert withheld.value.code == "reply_withheld" and withheld.value.detail["reason"]
+    assert Turn.objects.get(pk=turn.turn_id).state == "withheld"
+    assert not Message.objects.filter(conversation_id=inbound.conversation_id, direction="outbound").exists()
+
+
+def test_failures_raise_one_class_each_with_the_apis_code(workspace: Workspace, engram: Engram) -> None:
+    with pytest.raises(AuthenticationError) as unauthenticated, Engram(workspace.base_url, "nope") as stranger:
+        stranger.get_turn(1)
+    assert unauthenticated.value.status == 401 and unauthenticated.value.code == "unauthenticated"
+    with pytest.raises(NotFoundError) as missing:
+        engram.get_turn(999_999)
+    assert missing.value.code == "not_found"
+    with pytest.raises(ValidationError) as invalid:
+        engram.open_session(0)
+    assert invalid.value.status == 400 and "conversation_id" in invalid.value.detail
+    session_id, inbound = _dm_turn_start(workspace, engram, "hi")
+    turn = engram.start_turn(session_id, inbound)
+    before = MemoryEntry.objects.count()
+    with pytest.raises(ValidationError) as bad_round:
+        engram.run_round(turn.turn_id, [{"verb": "remember", "body": "x"}, {"verb": "remember", "entry_id": 1}])
+    assert bad_round.value.code == "invalid_request" and "1" in bad_round.value.detail["calls"]
+    assert MemoryEntry.objects.count() == before
+
+
+def test_ingest_batches_large_inputs(workspace: Workspace, engram: Engram) -> None:
+    """Ingest splits into requests of ``batch_size`` and returns every message's result in order."""
+    messages = [workspace.message("general", "U1", f"note {i}") for i in range(7)]
+    results = engram.ingest(messages, batch_size=3)
+    assert [r.external_id for r in results] == [m["external_id"] for m in messages]
+    assert all(r.created for r in results)
+    again = engram.ingest(messages[:2])
+    assert [r.created for r in again] == [False, False]
+
+
+def test_the_async_client_runs_the_same_turn(workspace: Workspace) -> None:
+    async def scenario() -> str:
+        async with AsyncEngram(workspace.base_url, workspace.key) as engram:
+            inbound = (await engram.ingest([workspace.message("D-ALICE", "U2", "I drink green tea.")]))[0]
+            session = await engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+            async with engram.turn(session, inbound.message_id) as turn:
+                done = await turn.round(
+                    [{"verb": "remember", "body": "Drinks green tea.", "belief_type": "preference"}]
+                )
+                with pytest.raises(ProtocolError):
+                    await turn.reply("ok")
+                await turn.ledger()
+                reply = await turn.reply(f"Noted [{done.results[0].result['id']}].")
+            with pytest.raises(NotFoundError):
+                await engram.get_turn(999_999)
+            return reply.state
+
+    assert run_async(scenario()) == "delivered"

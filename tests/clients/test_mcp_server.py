@@ -6,15 +6,18 @@ still hold; failures are MCP tool errors carrying the API's code."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from engram_client import Engram
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
@@ -40,10 +43,12 @@ async def mcp_session(workspace: Workspace, log: Path, **env: str) -> AsyncItera
 
 def desktop(workspace: Workspace, log: Path) -> Callable[[], Any]:
     """``engram-mcp`` speaking for Alice's private desktop thread."""
-    return lambda: mcp_session(workspace, log, ENGRAM_THREAD="desktop-alice", ENGRAM_USER="U2", ENGRAM_USER_NAME="Alice")
+    return lambda: mcp_session(
+        workspace, log, ENGRAM_THREAD="desktop-alice", ENGRAM_USER="U2", ENGRAM_USER_NAME="Alice"
+    )
 
 
-def run(scenario: Callable[[], Awaitable[T]]) -> T:
+def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(scenario())
 
 
@@ -90,14 +95,14 @@ def test_remembered_in_one_turn_recalled_in_a_later_one(workspace: Workspace, tm
         async with desktop(workspace, tmp_path / "mcp.log")() as mcp:
             first = ok(await mcp.call_tool("begin_turn", {"message": "I moved to Lisbon last month."}))
             assert first["rounds_left"] == 3
-            remembered = await mcp.call_tool(
-                "remember", {"body": "Lives in Lisbon.", "belief_type": "user_model_attr"}
-            )
+            remembered = await mcp.call_tool("remember", {"body": "Lives in Lisbon.", "belief_type": "user_model_attr"})
             memory_id = ok(remembered)["result"]["id"]
             assert [op["operation"] for op in ok(remembered)["ledger"]["operations"]] == ["remember"]
             assert memory_id in text(remembered) and ok(remembered)["rounds_left"] == 2
             delivered = ok(
-                await mcp.call_tool("reply", {"text": f"Noted: you live in Lisbon [{memory_id}].", "cited_ids": [memory_id]})
+                await mcp.call_tool(
+                    "reply", {"text": f"Noted: you live in Lisbon [{memory_id}].", "cited_ids": [memory_id]}
+                )
             )
             assert delivered["state"] == "delivered" and delivered["cited"] == [memory_id]
 
@@ -115,6 +120,7 @@ def test_remembered_in_one_turn_recalled_in_a_later_one(workspace: Workspace, tm
     assert turns[0].inbound_message.body == "I moved to Lisbon last month."
     assert Message.objects.filter(conversation=turns[0].session.conversation, direction="outbound").count() == 2
     assert MemoryEntry.objects.count() == 1
+    assert turns[1].reply is not None and memory_id in turns[1].reply.body
 
 
 def test_failures_are_tool_errors_with_the_apis_code(workspace: Workspace, tmp_path: Path) -> None:
@@ -157,7 +163,7 @@ def test_the_rounds_are_bounded_and_the_verbs_leave_the_tool_list(workspace: Wor
             listed = {tool.name for tool in (await mcp.list_tools()).tools}
             assert error_code(await mcp.call_tool("search_history", {"query": "anything"})) == "round_limit"
             ok(await mcp.call_tool("reply", {"text": "Nothing yet."}))
-            assert VERBS <= {tool.name for tool in (await mcp.list_tools()).tools}
+            assert {tool.name for tool in (await mcp.list_tools()).tools} >= VERBS
             return turn["turn_id"], listed
 
     turn_id, listed = run(scenario)
@@ -195,23 +201,74 @@ def test_an_existing_conversation_by_id(workspace: Workspace, tmp_path: Path) ->
     """With ENGRAM_CONVERSATION_ID the server answers messages a connector ingested: begin_turn takes
     the inbound message's id, and the snapshot resource is there from the start."""
     with workspace.client() as engram:
-        engram_ingested = engram.ingest([workspace.message("D-ALICE", "U2", "Which team owns the deploys?")])[0]
+        inbound = engram.ingest([workspace.message("D-ALICE", "U2", "Which team owns the deploys?")])[0]
 
     async def scenario() -> tuple[str, str]:
         env = {
-            "ENGRAM_CONVERSATION_ID": str(engram_ingested.conversation_id),
-            "ENGRAM_REQUESTER_ACTOR_ID": str(engram_ingested.actor_id),
+            "ENGRAM_CONVERSATION_ID": str(inbound.conversation_id),
+            "ENGRAM_REQUESTER_ACTOR_ID": str(inbound.actor_id),
         }
         async with mcp_session(workspace, tmp_path / "mcp.log", **env) as mcp:
             tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
             assert tools["begin_turn"].input_schema["required"] == ["message_id"]
             snapshot = (await mcp.read_resource("engram://session/snapshot")).contents
             assert error_code(await mcp.call_tool("begin_turn", {"message_id": 999_999})) == "message_not_found"
-            ok(await mcp.call_tool("begin_turn", {"message_id": engram_ingested.message_id}))
+            ok(await mcp.call_tool("begin_turn", {"message_id": inbound.message_id}))
             ok(await mcp.call_tool("search_history", {"query": "deploys"}))
             reply = ok(await mcp.call_tool("reply", {"text": "I do not know yet."}))
             return str(type(snapshot[0]).__name__), reply["state"]
 
     kind, state = run(scenario)
     assert kind == "TextResourceContents" and state == "delivered"
-    assert Engram  # the client and the MCP server speak to the same API
+    assert Turn.objects.get(inbound_message_id=inbound.message_id).state == "delivered"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_streamable_http_transport_runs_the_same_turn(workspace: Workspace, tmp_path: Path) -> None:
+    """``engram-mcp --transport streamable-http`` serves the same tools at /mcp to an HTTP host."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "ENGRAM_URL": workspace.base_url,
+        "ENGRAM_API_KEY": workspace.key,
+        "ENGRAM_THREAD": "desktop-alice",
+        "ENGRAM_USER": "U2",
+    }
+    with (tmp_path / "mcp.log").open("w") as log:
+        server = subprocess.Popen(
+            [ENGRAM_MCP, "--transport", "streamable-http", "--port", str(port)], env=env, stdout=log, stderr=log
+        )
+    try:
+        # Ready when it accepts a connection; an early exit is a failure with its log.
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                try:
+                    server.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    continue
+                raise AssertionError((tmp_path / "mcp.log").read_text()) from None
+
+        async def scenario() -> str:
+            async with (
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+                ClientSession(read, write) as mcp,
+            ):
+                await mcp.initialize()
+                assert {tool.name for tool in (await mcp.list_tools()).tools} >= VERBS | {"begin_turn", "reply"}
+                ok(await mcp.call_tool("begin_turn", {"message": "I cycle to work."}))
+                ok(await mcp.call_tool("remember", {"body": "Cycles to work.", "belief_type": "preference"}))
+                return str(ok(await mcp.call_tool("reply", {"text": "Noted."}))["state"])
+
+        assert run(scenario) == "delivered"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert MemoryEntry.objects.count() == 1

@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as types
-from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -166,7 +166,12 @@ class EngramMcp:
                 "the memories relevant to it (ids in brackets, [m:…]) and how many rounds of memory tool "
                 "calls the turn has. Finish the turn with reply before beginning another."
             ),
-            input_schema={"type": "object", "properties": properties, "required": required, "additionalProperties": False},
+            input_schema={
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
         )
 
     def reply_tool(self) -> types.Tool:
@@ -248,6 +253,7 @@ class EngramMcp:
                 {"turn_id": state.turn.turn_id},
                 409,
             )
+        requester: int | None
         if self.config.feeds_thread:
             message = arguments.get("message")
             if not isinstance(message, str) or not message.strip():
@@ -255,11 +261,12 @@ class EngramMcp:
             inbound = (await self.engram.ingest([self._message(message)]))[0]
             conversation_id, message_id, requester = inbound.conversation_id, inbound.message_id, inbound.actor_id
         else:
-            message_id = arguments.get("message_id")
-            if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id < 1:
+            given = arguments.get("message_id")
+            if not isinstance(given, int) or isinstance(given, bool) or given < 1:
                 return _error("invalid_request", "message_id: a positive integer", status=400)
             assert self.config.conversation_id is not None
-            conversation_id, requester = self.config.conversation_id, self.config.requester_actor_id
+            conversation_id, message_id = self.config.conversation_id, given
+            requester = self.config.requester_actor_id
         opened = state.session is None
         if state.session is None:
             state.session = await self.engram.open_session(conversation_id, requester_actor_id=requester)

@@ -6,6 +6,7 @@ still hold; failures are MCP tool errors carrying the API's code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from engram_client.mcp_server import parse_args
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -272,3 +274,19 @@ def test_the_streamable_http_transport_runs_the_same_turn(workspace: Workspace, 
         server.terminate()
         server.wait(timeout=30)
     assert MemoryEntry.objects.count() == 1
+
+
+def test_the_documented_desktop_snippet_configures_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/mcp.md's ``mcpServers`` block starts engram-mcp with a complete configuration: the
+    environment it sets is all the command needs."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    snippet = json.loads(docs.split("```json\n", 1)[1].split("```", 1)[0])
+    engram = snippet["mcpServers"]["engram"]
+    assert Path(engram["command"]).name == "engram-mcp"
+    for name in [n for n in os.environ if n.startswith("ENGRAM_")]:
+        monkeypatch.delenv(name)
+    for name, value in engram["env"].items():
+        monkeypatch.setenv(name, value)
+    config, args = parse_args([])
+    assert (config.thread, config.user, config.connector) == ("desktop", "alice", "mcp:laptop")
+    assert config.feeds_thread and args.transport == "stdio"

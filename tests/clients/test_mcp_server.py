@@ -1,0 +1,292 @@
+"""``engram-mcp`` driven by the MCP SDK's own ``ClientSession`` over stdio: the command runs as a
+subprocess, exactly as a desktop host starts it, against a live Engram (pytest-django's live server,
+real PostgreSQL). The verbs run inside turns, so the ledger, the claim guard and the round bound
+still hold; failures are MCP tool errors carrying the API's code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from engram_client.mcp_server import parse_args
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent, TextResourceContents
+
+from history.models import Message, Turn
+from memory.models import MemoryEntry
+from tests.clients.conftest import Workspace
+
+T = TypeVar("T")
+ENGRAM_MCP = str(Path(sys.executable).parent / "engram-mcp")
+VERBS = {"remember", "recall", "amend", "forget", "request_memory_sharing", "search_history"}
+
+
+@asynccontextmanager
+async def mcp_session(workspace: Workspace, log: Path, **env: str) -> AsyncIterator[ClientSession]:
+    """A host's connection to a fresh ``engram-mcp`` process."""
+    config = {"ENGRAM_URL": workspace.base_url, "ENGRAM_API_KEY": workspace.key, **env}
+    params = StdioServerParameters(command=ENGRAM_MCP, env=config)
+    with log.open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def desktop(workspace: Workspace, log: Path) -> Callable[[], Any]:
+    """``engram-mcp`` speaking for Alice's private desktop thread."""
+    return lambda: mcp_session(
+        workspace, log, ENGRAM_THREAD="desktop-alice", ENGRAM_USER="U2", ENGRAM_USER_NAME="Alice"
+    )
+
+
+def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(scenario())
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text(result)
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def error_code(result: CallToolResult) -> str:
+    assert result.is_error and result.structured_content is not None, text(result)
+    code = result.structured_content["code"]
+    assert text(result).startswith(f"{code}:")
+    return str(code)
+
+
+def test_the_tools_are_the_apis_verbs_with_its_schemas_and_a_turn_pair(workspace: Workspace, tmp_path: Path) -> None:
+    """begin_turn, the five memory verbs, search_history and reply; each verb's input schema is the
+    API's own, with no agent, audience or perspective parameter."""
+
+    async def scenario() -> list[Any]:
+        async with desktop(workspace, tmp_path / "mcp.log")() as mcp:
+            return list((await mcp.list_tools()).tools)
+
+    tools = {tool.name: tool for tool in run(scenario)}
+    assert set(tools) == VERBS | {"begin_turn", "reply"}
+    with workspace.client() as engram:
+        api = {t["name"]: t for t in engram.tools("anthropic").tools}
+    for name in VERBS:
+        assert tools[name].input_schema == api[name]["input_schema"]
+        assert tools[name].description == api[name]["description"]
+        assert not {"agent", "audience", "perspective"} & set(tools[name].input_schema["properties"])
+
+
+def test_remembered_in_one_turn_recalled_in_a_later_one(workspace: Workspace, tmp_path: Path) -> None:
+    """Turn 1 remembers and delivers a reply citing the new id; turn 2 recalls it. Each round's result
+    carries the committed ledger; each reply is checked and stored as a delivered outbound message."""
+
+    async def scenario() -> tuple[str, str, list[int]]:
+        async with desktop(workspace, tmp_path / "mcp.log")() as mcp:
+            first = ok(await mcp.call_tool("begin_turn", {"message": "I moved to Lisbon last month."}))
+            assert first["rounds_left"] == 3
+            remembered = await mcp.call_tool("remember", {"body": "Lives in Lisbon.", "belief_type": "user_model_attr"})
+            memory_id = ok(remembered)["result"]["id"]
+            assert [op["operation"] for op in ok(remembered)["ledger"]["operations"]] == ["remember"]
+            assert memory_id in text(remembered) and ok(remembered)["rounds_left"] == 2
+            delivered = ok(
+                await mcp.call_tool(
+                    "reply", {"text": f"Noted: you live in Lisbon [{memory_id}].", "cited_ids": [memory_id]}
+                )
+            )
+            assert delivered["state"] == "delivered" and delivered["cited"] == [memory_id]
+
+            second = ok(await mcp.call_tool("begin_turn", {"message": "Where do I live again?"}))
+            recalled = ok(await mcp.call_tool("recall", {"query": "home location Lisbon"}))
+            assert memory_id in [item["id"] for item in recalled["result"]["items"]]
+            assert recalled["ledger"]["operations"] == []
+            answer = ok(await mcp.call_tool("reply", {"text": f"In Lisbon [{memory_id}]."}))
+            return memory_id, answer["state"], [first["turn_id"], second["turn_id"]]
+
+    memory_id, state, turn_ids = run(scenario)
+    assert state == "delivered"
+    turns = list(Turn.objects.filter(pk__in=turn_ids).order_by("pk"))
+    assert [t.state for t in turns] == ["delivered", "delivered"] and turns[0].session_id == turns[1].session_id
+    assert turns[0].inbound_message.body == "I moved to Lisbon last month."
+    assert Message.objects.filter(conversation=turns[0].session.conversation, direction="outbound").count() == 2
+    assert MemoryEntry.objects.count() == 1
+    assert turns[1].reply is not None and memory_id in turns[1].reply.body
+
+
+def test_failures_are_tool_errors_with_the_apis_code(workspace: Workspace, tmp_path: Path) -> None:
+    """A verb before any turn (no_turn), a round the API refuses (400 invalid_request: nothing
+    written), a call that changed nothing (unchanged, not an error and not in the ledger), and a reply
+    claiming an uncommitted change (422 claim_guard_failed: the turn fails, the next one may begin)."""
+
+    async def scenario() -> tuple[int, dict[str, Any]]:
+        async with desktop(workspace, tmp_path / "mcp.log")() as mcp:
+            assert error_code(await mcp.call_tool("recall", {"query": "x"})) == "no_turn"
+            turn = ok(await mcp.call_tool("begin_turn", {"message": "Forget my address, please."}))
+            assert error_code(await mcp.call_tool("begin_turn", {"message": "again"})) == "turn_open"
+            refused = await mcp.call_tool("remember", {"body": "x", "confidence": "high"})
+            assert error_code(refused) == "invalid_request"
+            assert "confidence" in str(refused.structured_content["detail"])
+            unchanged = ok(await mcp.call_tool("forget", {"id": "m:7fffffff"}))
+            assert unchanged["status"] == "unchanged" and unchanged["ledger"]["operations"] == []
+            claimed = await mcp.call_tool("reply", {"text": "I forgot your address."})
+            assert error_code(claimed) == "claim_guard_failed"
+            detail = claimed.structured_content["detail"]
+            assert claimed.structured_content["status"] == 422
+            ok(await mcp.call_tool("begin_turn", {"message": "Are you there?"}))
+            return turn["turn_id"], detail
+
+    turn_id, detail = run(scenario)
+    assert detail["claims"] and "ledger" in detail
+    assert Turn.objects.get(pk=turn_id).state == "failed"
+    assert MemoryEntry.objects.count() == 0
+
+
+def test_the_rounds_are_bounded_and_the_verbs_leave_the_tool_list(workspace: Workspace, tmp_path: Path) -> None:
+    """Each verb call is one round; after the third the verbs are no longer listed, and a call to one
+    answers round_limit without reaching the API; the reply still goes through."""
+
+    async def scenario() -> tuple[int, set[str]]:
+        async with desktop(workspace, tmp_path / "mcp.log")() as mcp:
+            turn = ok(await mcp.call_tool("begin_turn", {"message": "What do you know about me?"}))
+            left = [ok(await mcp.call_tool("recall", {"query": ""}))["rounds_left"] for _ in range(3)]
+            assert left == [2, 1, 0]
+            listed = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert error_code(await mcp.call_tool("search_history", {"query": "anything"})) == "round_limit"
+            ok(await mcp.call_tool("reply", {"text": "Nothing yet."}))
+            assert {tool.name for tool in (await mcp.list_tools()).tools} >= VERBS
+            return turn["turn_id"], listed
+
+    turn_id, listed = run(scenario)
+    assert listed == {"begin_turn", "reply"}
+    assert Turn.objects.get(pk=turn_id).rounds_used == 3
+
+
+def test_the_session_snapshot_is_a_resource(workspace: Workspace, tmp_path: Path) -> None:
+    """A memory remembered in one MCP session is in the next session's frozen snapshot, read as the
+    engram://session/snapshot resource; before the first turn opens the session it is an error."""
+    log = tmp_path / "mcp.log"
+
+    async def scenario() -> tuple[str, str, list[str]]:
+        async with desktop(workspace, log)() as mcp:
+            ok(await mcp.call_tool("begin_turn", {"message": "I drink green tea every morning."}))
+            memory_id = ok(await mcp.call_tool("remember", {"body": "Drinks green tea.", "belief_type": "preference"}))[
+                "result"
+            ]["id"]
+            ok(await mcp.call_tool("reply", {"text": "Noted, green tea it is."}))
+        async with desktop(workspace, log)() as mcp:
+            assert [str(r.uri) for r in (await mcp.list_resources()).resources] == ["engram://session/snapshot"]
+            with pytest.raises(MCPError):
+                await mcp.read_resource("engram://session/snapshot")
+            started = await mcp.call_tool("begin_turn", {"message": "Coffee or tea?"})
+            contents = (await mcp.read_resource("engram://session/snapshot")).contents
+            blocks = [c.text for c in contents if isinstance(c, TextResourceContents)]
+            return memory_id, text(started), blocks
+
+    memory_id, started, blocks = run(scenario)
+    assert len(blocks) == 1 and memory_id in blocks[0] and "green tea" in blocks[0]
+    assert blocks[0] in started  # the model is given the snapshot with the session's first turn
+
+
+def test_an_existing_conversation_by_id(workspace: Workspace, tmp_path: Path) -> None:
+    """With ENGRAM_CONVERSATION_ID the server answers messages a connector ingested: begin_turn takes
+    the inbound message's id, and the snapshot resource is there from the start."""
+    with workspace.client() as engram:
+        inbound = engram.ingest([workspace.message("D-ALICE", "U2", "Which team owns the deploys?")])[0]
+
+    async def scenario() -> tuple[str, str]:
+        env = {
+            "ENGRAM_CONVERSATION_ID": str(inbound.conversation_id),
+            "ENGRAM_REQUESTER_ACTOR_ID": str(inbound.actor_id),
+        }
+        async with mcp_session(workspace, tmp_path / "mcp.log", **env) as mcp:
+            tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+            assert tools["begin_turn"].input_schema["required"] == ["message_id"]
+            snapshot = (await mcp.read_resource("engram://session/snapshot")).contents
+            assert error_code(await mcp.call_tool("begin_turn", {"message_id": 999_999})) == "message_not_found"
+            ok(await mcp.call_tool("begin_turn", {"message_id": inbound.message_id}))
+            ok(await mcp.call_tool("search_history", {"query": "deploys"}))
+            reply = ok(await mcp.call_tool("reply", {"text": "I do not know yet."}))
+            return str(type(snapshot[0]).__name__), reply["state"]
+
+    kind, state = run(scenario)
+    assert kind == "TextResourceContents" and state == "delivered"
+    assert Turn.objects.get(inbound_message_id=inbound.message_id).state == "delivered"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_streamable_http_transport_runs_the_same_turn(workspace: Workspace, tmp_path: Path) -> None:
+    """``engram-mcp --transport streamable-http`` serves the same tools at /mcp to an HTTP host."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "ENGRAM_URL": workspace.base_url,
+        "ENGRAM_API_KEY": workspace.key,
+        "ENGRAM_THREAD": "desktop-alice",
+        "ENGRAM_USER": "U2",
+    }
+    with (tmp_path / "mcp.log").open("w") as log:
+        server = subprocess.Popen(
+            [ENGRAM_MCP, "--transport", "streamable-http", "--port", str(port)], env=env, stdout=log, stderr=log
+        )
+    try:
+        # Ready when it accepts a connection; an early exit is a failure with its log.
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                try:
+                    server.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    continue
+                raise AssertionError((tmp_path / "mcp.log").read_text()) from None
+
+        async def scenario() -> str:
+            async with (
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+                ClientSession(read, write) as mcp,
+            ):
+                await mcp.initialize()
+                assert {tool.name for tool in (await mcp.list_tools()).tools} >= VERBS | {"begin_turn", "reply"}
+                ok(await mcp.call_tool("begin_turn", {"message": "I cycle to work."}))
+                ok(await mcp.call_tool("remember", {"body": "Cycles to work.", "belief_type": "preference"}))
+                return str(ok(await mcp.call_tool("reply", {"text": "Noted."}))["state"])
+
+        assert run(scenario) == "delivered"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert MemoryEntry.objects.count() == 1
+
+
+def test_the_documented_desktop_snippet_configures_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/mcp.md's ``mcpServers`` block starts engram-mcp with a complete configuration: the
+    environment it sets is all the command needs."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    snippet = json.loads(docs.split("```json\n", 1)[1].split("```", 1)[0])
+    engram = snippet["mcpServers"]["engram"]
+    assert Path(engram["command"]).name == "engram-mcp"
+    for name in [n for n in os.environ if n.startswith("ENGRAM_")]:
+        monkeypatch.delenv(name)
+    for name, value in engram["env"].items():
+        monkeypatch.setenv(name, value)
+    config, args = parse_args([])
+    assert (config.thread, config.user, config.connector) == ("desktop", "alice", "mcp:laptop")
+    assert config.feeds_thread and args.transport == "stdio"

@@ -9,7 +9,6 @@ from django.db import DatabaseError
 from django.db.models import Q
 
 from accounts.models import Tenant
-
 from memory.embeddings.index import drain_outbox, pending_count, record_failure
 from memory.erasure import retention_enforce
 from memory.retention import trace_operator_fields_expire

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from tqdm import tqdm
 
 from accounts.models import Actor
@@ -17,12 +17,12 @@ from memory.erasure import DEFAULT_BATCH_SIZE, erasure_plan, person_actors, pers
 class ProgressBars:
     """tqdm bars on stderr (shown on a terminal) and one line per step on stdout."""
 
-    def __init__(self, command: BaseCommand) -> None:
-        self.command = command
+    def __init__(self, command: BaseCommand, *, lines: OutputWrapper | None = None) -> None:
+        self.lines = lines or command.stdout
         self.bars: list[tqdm[Any]] = []
 
     def __call__(self, step: str, total: int) -> Callable[[int], None]:
-        self.command.stdout.write(f"{step}: {total}")
+        self.lines.write(f"{step}: {total}")
         bar: tqdm[Any] = tqdm(total=total, desc=step, unit="row", disable=None, file=sys.stderr)
         self.bars.append(bar)
 

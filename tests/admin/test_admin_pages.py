@@ -35,6 +35,7 @@ from memory.models import (
     BeliefType,
     DeletedRevision,
     EmbeddingGeneration,
+    ErasureEvent,
     EntryStatus,
     IndexOutbox,
     MemoryEntry,
@@ -72,6 +73,7 @@ IMMUTABLE = [
     RecallTraceItem,
     RevisionEmbedding,
     MessageEmbedding,
+    ErasureEvent,
 ]
 #: Installation-wide rows with no tenant: superusers only.
 GLOBAL = [EmbeddingGeneration, IndexOutbox]
@@ -191,6 +193,7 @@ def build_world(slug: str) -> World:
     )
     miss = RecallMiss.objects.create(agent=agent, subject=bob, count=3, last_missed_at=now)
     tombstone = DeletedRevision.objects.create(revision_id=amended.revision.pk + 1000, agent=agent, deleted_at=now)
+    erasure = ErasureEvent.objects.create(tenant=tenant, kind="person", actor_id=bob.pk, requested_by="admin:root")
     rows: dict[type[Model], Model] = {
         Tenant: tenant,
         RuntimeAgent: agent,
@@ -225,6 +228,7 @@ def build_world(slug: str) -> World:
         Rejection: rejection,
         RecallMiss: miss,
         DeletedRevision: tombstone,
+        ErasureEvent: erasure,
     }
     return World(
         tenant=tenant,

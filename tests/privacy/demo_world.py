@@ -14,6 +14,7 @@ from typing import Any
 from django.apps import apps
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Model
 
 from accounts.models import Actor, RuntimeAgent
 from history.models import Conversation, Turn
@@ -33,7 +34,7 @@ GENERAL = "C01GENERAL"
 #: Column types that hold text (or text-derived data), and those that hold vectors.
 TEXT_TYPES = ("text", "character varying", "character", "json", "jsonb", "tsvector")
 TEXT_ARRAYS = ("_text", "_varchar")
-VECTOR_UDTS = ("vector", "_float4")
+VECTOR_UDTS = ("vector", "halfvec", "_float4", "_float8")
 
 
 @dataclass
@@ -146,8 +147,29 @@ def scanned_columns() -> list[tuple[str, str, str]]:
     return columns
 
 
-def model_tables() -> set[str]:
-    return {model._meta.db_table for model in apps.get_models() if model._meta.managed}
+def vector_values(model: type[Model], **lookup: Any) -> list[list[float]]:
+    """The vectors of ``model``'s rows matching ``lookup``, from whichever of its columns the schema says
+    holds vectors (the field's name and type may change; the schema is the authority)."""
+    columns = {c for t, c, kind in scanned_columns() if t == model._meta.db_table and kind == "vector"}
+    names = [f.name for f in model._meta.concrete_fields if f.column in columns]
+    assert names, f"{model.__name__} has no vector column"
+    return [
+        [float(x) for x in v]
+        for name in names
+        for v in model._default_manager.filter(**lookup).values_list(name, flat=True)
+    ]
+
+
+def model_text_columns() -> set[tuple[str, str]]:
+    """(table, column) of every concrete field of every installed model whose database type holds text,
+    JSON, a text search vector or a vector."""
+    found = set()
+    for model in apps.get_models():
+        for model_field in model._meta.concrete_fields:
+            db_type = (model_field.db_type(connection) or "").lower()
+            if any(kind in db_type for kind in ("text", "char", "json", "tsvector", "vector", "real[]")):
+                found.add((model._meta.db_table, model_field.column))
+    return found
 
 
 def rows_with_text(markers: tuple[str, ...] = MARKERS) -> dict[str, int]:

@@ -19,10 +19,11 @@ from tests.privacy.demo_world import (
     PRIYA,
     SAM,
     build_demo_world,
-    model_tables,
+    model_text_columns,
     rows_with_text,
     rows_with_vectors,
     scanned_columns,
+    vector_values,
 )
 
 pytestmark = pytest.mark.django_db
@@ -34,20 +35,11 @@ def test_erasing_a_person_leaves_no_row_with_their_text_or_vectors_anywhere() ->
     world = build_demo_world()
     call_command("embeddings", "rebuild", stdout=StringIO(), stderr=StringIO())
     plan = erasure_plan(person_seeds(world.sam))
-    vectors = [
-        list(v)
-        for v in MessageEmbedding.objects.filter(message_id__in=plan.ids["messages"]).values_list("vector", flat=True)
-    ]
-    vectors += [
-        list(v)
-        for v in RevisionEmbedding.objects.filter(revision__entry_id__in=plan.ids["entries"]).values_list(
-            "vector", flat=True
-        )
-    ]
-    # The scanner sees every model's table, and finds the markers before the erasure.
-    assert model_tables() <= {table for table, _, _ in scanned_columns()} | {
-        t for t in model_tables() if not any(c[0] == t for c in scanned_columns())
-    }
+    vectors = vector_values(MessageEmbedding, message_id__in=plan.ids["messages"])
+    vectors += vector_values(RevisionEmbedding, revision__entry_id__in=plan.ids["entries"])
+    # The scanner reads the schema; every text or vector column any model declares is among what it scans.
+    scanned = {(table, column) for table, column, _ in scanned_columns()}
+    assert model_text_columns() <= scanned, model_text_columns() - scanned
     assert {table for table, _, _ in scanned_columns()} >= {
         "history_message",
         "history_messagesearchdocument",

@@ -16,6 +16,14 @@ from config.triggers import must_hold
 class Tenant(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=100, unique=True)
+    # Retention: older rows are erased by the periodic task (memory.tasks.enforce_retention) with the
+    # cascade of an erasure on request. Empty: kept until deleted on request.
+    message_retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Erase messages older than this many days (and what was built from them)."
+    )
+    memory_retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Erase memories not revised for this many days (and what was built from them)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -219,6 +219,8 @@ CELERY_TASK_ALWAYS_EAGER = _env_bool("ENGRAM_TASKS_EAGER", False)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "drain-index-outbox": {"task": "memory.tasks.embed_pending", "schedule": 30.0},
     "expire-trace-operator-fields": {"task": "memory.tasks.expire_trace_operator_fields", "schedule": 86_400.0},
+    # Each tenant's message and memory retention periods (accounts.Tenant), with the erasure cascade.
+    "enforce-retention": {"task": "memory.tasks.enforce_retention", "schedule": 86_400.0},
 }
 
 # --- Engram ---------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ from memory.apis import (
     TurnCreateApi,
     TurnDetailApi,
 )
+from memory.data_apis import MemoryDetailApi, MemoryListApi
 from memory.tool_apis import ToolsApi, TurnToolsApi
-from memory.views import message_detail, rejection_create, turn_detail, turn_list
+from memory.views import message_detail, my_data_export, rejection_create, turn_detail, turn_list
 
 
 @extend_schema(exclude=True)
@@ -83,4 +84,11 @@ urlpatterns = [
     path("turns/<int:turn_id>/", turn_detail, name="engram-turn"),
     path("turns/<int:turn_id>/items/<int:item_id>/reject/", rejection_create, name="engram-reject"),
     path("messages/<int:message_id>/", message_detail, name="engram-message"),
+]
+
+# --- data rights: the management API (an agent's own memories) and the person's own export ---------
+urlpatterns += [
+    path("api/v1/memories", MemoryListApi.as_view(), name="memories-list"),
+    path("api/v1/memories/<int:entry_id>", MemoryDetailApi.as_view(), name="memories-detail"),
+    path("my-data/export.json", my_data_export, name="engram-my-data"),
 ]

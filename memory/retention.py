@@ -189,21 +189,64 @@ def conversation_delete(*, conversation: Conversation) -> DeletionPlan:
     )
     with pgtrigger.ignore(*DELETION_IGNORES):
         # Survivors first let go of what is about to disappear.
-        _update(Rejection, "trace_item_id", items, trace_item=None)
         _update(RetrievalEvent, "trace_id", traces, trace=None)
         _update(ConversationSearchEvent, "turn_id", turns, turn=None)
         _update(SharingRequest, "turn_id", turns, turn=None)
         _update(MemoryRevision, "turn_id", turns, turn=None)
+        _delete(MemoryOperation, "turn_id", turns)
+        memories_delete(entry_ids=entries, revision_ids=revisions, trace_item_ids=items, request_ids=requests)
+        # Again for what no deleted memory reached (memories_delete does nothing without memories).
+        _update(Rejection, "trace_item_id", items, trace_item=None)
+        _delete(RecallTraceItem, "id", items)
+        _delete(SharingGrant, "request_id", requests)
+        _delete(SharingGrant, "conversation_id", {conversation.pk})  # grants into it admit nothing now
+        _delete(SharingRequest, "id", requests)
+        _delete(RecallTrace, "id", traces)
 
+        _delete(Turn, "id", turns)
+        _delete(Session, "id", plan.session_ids)
+        messages_delete(message_ids=messages)
+        _delete(Conversation, "id", {conversation.pk})
+    return plan
+
+
+def memories_delete(
+    *,
+    entry_ids: Collection[int],
+    revision_ids: Collection[int],
+    trace_item_ids: Collection[int] = (),
+    request_ids: Collection[int] = (),
+) -> None:
+    """Delete whole memory entries (``revision_ids`` are all of their revisions) with everything that
+    hangs off them: evidence, search documents (a cascading key), embeddings and their outbox rows,
+    conflicts, sharing requests and grants, ledger rows, rejections of them and trace items showing
+    them. Rows that survive let go of them first.
+
+    Part of the one sanctioned deletion path: callers are :func:`conversation_delete` and
+    :mod:`memory.erasure`, inside their own transaction. Foreign keys are checked at commit, so
+    whatever still points at these rows must be gone by then too.
+    """
+    entries, revisions = set(entry_ids), set(revision_ids)
+    if not entries and not revisions:
+        return
+    items = set(trace_item_ids) | set(
+        RecallTraceItem.objects.filter(Q(revision_id__in=revisions) | Q(entry_id__in=entries)).values_list(
+            "pk", flat=True
+        )
+    )
+    requests = set(request_ids) | set(
+        SharingRequest.objects.filter(revision_id__in=revisions).values_list("pk", flat=True)
+    )
+    with pgtrigger.ignore(*DELETION_IGNORES):
+        _update(Rejection, "trace_item_id", items, trace_item=None)
         _delete(Rejection, "revision_id", revisions)
         _delete(Rejection, "resulting_revision_id", revisions)
         _delete(RecallTraceItem, "id", items)
-        _delete(RecallTrace, "id", traces)
-        _delete(MemoryOperation, "turn_id", turns)
         _delete(MemoryOperation, "entry_id", entries)
+        _delete(MemoryOperation, "revision_id", revisions)
+        _delete(MemoryOperation, "previous_revision_id", revisions)
         _delete(SharingGrant, "revision_id", revisions)
         _delete(SharingGrant, "request_id", requests)
-        _delete(SharingGrant, "conversation_id", {conversation.pk})  # grants into it admit nothing now
         _delete(SharingRequest, "id", requests)
         _delete(RevisionConflict, "revision_a_id", revisions)
         _delete(RevisionConflict, "revision_b_id", revisions)
@@ -213,13 +256,18 @@ def conversation_delete(*, conversation: Conversation) -> DeletionPlan:
         _delete(MemoryRevision, "id", revisions)  # their search documents and embeddings cascade
         _delete(MemoryEntry, "id", entries)
 
-        _delete(Turn, "id", turns)
-        _delete(Session, "id", plan.session_ids)
+
+def messages_delete(*, message_ids: Collection[int]) -> None:
+    """Delete messages with their source evidence, search documents (a cascading key), embeddings and
+    outbox rows. Turns answering them and memories built from them must go in the same transaction
+    (the caller's); part of the one sanctioned deletion path."""
+    messages = set(message_ids)
+    if not messages:
+        return
+    with pgtrigger.ignore(*DELETION_IGNORES):
         _delete_outbox(OutboxTarget.MESSAGE, messages)
         _delete(MessageSourceEvidence, "message_id", messages)
         _delete(Message, "id", messages)  # their search documents and embeddings cascade
-        _delete(Conversation, "id", {conversation.pk})
-    return plan
 
 
 def _delete(model: type[models.Model], column: str, ids: Collection[int]) -> None:

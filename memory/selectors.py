@@ -43,12 +43,14 @@ from memory.models import (
     CorrectionRelation,
     EntryStatus,
     EvidenceKind,
+    MemoryEntry,
     MemoryEvidence,
     MemoryRevision,
     RecallMoment,
     RecallTrace,
     RecallTraceItem,
     Rejection,
+    SharingGrant,
     short_id,
 )
 from memory.retrieval.eligibility import EligibleRevisions, linked_readers_for
@@ -451,3 +453,114 @@ def source_messages(revisions: Sequence[MemoryRevision]) -> dict[int, int]:
                 next_pending[origin] = parents[looking_at]
         pending = next_pending
     return result
+
+
+def revisions_within_viewer_ceiling(user: Viewer, agent_id: int, revision_ids: Iterable[int]) -> set[int]:
+    """Ids among ``revision_ids`` (of one agent) disclosable to this viewer's own ceiling: a direct
+    conversation with one of their actors there, as on the turn page, decided in SQL with the
+    eligibility module's disclosure fragment (audience or live grant; unknown reaches nobody)."""
+    ids = sorted(set(revision_ids))
+    destinations = _viewer_destinations(user, agent_id)
+    if not ids or not destinations:
+        return set()
+    params: dict[str, Any] = {"el_agent": agent_id, "ids": ids}
+    terms = []
+    for n, (audience, linked) in enumerate(destinations):
+        terms.append(_disclosure(f"v{n}"))
+        # No conversation: a grant admits its revision only in the conversation it was approved for,
+        # and this ceiling is the viewer's own DM audience, not a conversation, so grants add nothing.
+        params.update(_destination_params(f"v{n}", audience, linked, None))
+    sql = (
+        "SELECT r.id FROM memory_memoryrevision r WHERE r.id = ANY(%(ids)s) AND r.agent_id = %(el_agent)s"
+        f" AND ({' OR '.join(terms)})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+# --------------------------------------------------------------------------------------------------
+# the management API: an agent's own memories, outside any turn
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    """Filters of the memory list; each only narrows. Revision fields are the current revision's."""
+
+    subject_actor_id: int | None = None
+    source_actor_id: int | None = None
+    status: str | None = None
+    portability: str | None = None
+    project: str | None = None
+    flagged: bool | None = None
+
+
+def memories_of_agent(agent_id: int, filters: MemoryFilters) -> QuerySet[MemoryEntry]:
+    """One agent's memory entries (never another agent's: the perspective is the first term), with
+    their current revisions and its actors loaded. Reads only: no trace, audit row or usage change."""
+    entries = MemoryEntry.objects.filter(agent_id=agent_id, current_revision__isnull=False).select_related(
+        "current_revision__subject", "current_revision__source_actor"
+    )
+    if filters.subject_actor_id is not None:
+        entries = entries.filter(current_revision__subject_id=filters.subject_actor_id)
+    if filters.source_actor_id is not None:
+        entries = entries.filter(current_revision__source_actor_id=filters.source_actor_id)
+    if filters.status is not None:
+        entries = entries.filter(status=filters.status)
+    if filters.portability is not None:
+        entries = entries.filter(current_revision__portability=filters.portability)
+    if filters.project is not None:
+        entries = entries.filter(current_revision__origin_scope=filters.project)
+    if filters.flagged is not None:
+        entries = entries.filter(flagged_for_review=filters.flagged)
+    return entries
+
+
+@dataclass(frozen=True)
+class RevisionHistory:
+    revision: MemoryRevision
+    evidence: list[MemoryEvidence]
+    grants: list[SharingGrant]
+    rejections: list[Rejection]
+
+
+@dataclass(frozen=True)
+class MemoryHistory:
+    entry: MemoryEntry
+    revisions: list[RevisionHistory]
+
+
+def memory_history(agent_id: int, entry_id: int) -> MemoryHistory:
+    """One of the agent's entries with every revision, its evidence, grants and rejections, loaded in
+    batches. Another agent's entry answers :class:`NotFound`, exactly like a missing one."""
+    entry = MemoryEntry.objects.filter(pk=entry_id, agent_id=agent_id).first()
+    if entry is None:
+        raise NotFound("memory not found", code="not_found")
+    revisions = list(
+        MemoryRevision.objects.filter(entry=entry, agent_id=agent_id)
+        .select_related("subject", "source_actor")
+        .order_by("number")
+    )
+    ids = [r.pk for r in revisions]
+    evidence: dict[int, list[MemoryEvidence]] = {}
+    for row in MemoryEvidence.objects.filter(revision_id__in=ids).order_by("id"):
+        evidence.setdefault(row.revision_id, []).append(row)
+    grants: dict[int, list[SharingGrant]] = {}
+    for grant in SharingGrant.objects.filter(revision_id__in=ids, agent_id=agent_id).order_by("id"):
+        grants.setdefault(grant.revision_id, []).append(grant)
+    rejections: dict[int, list[Rejection]] = {}
+    for rejection in Rejection.objects.filter(revision_id__in=ids, agent_id=agent_id).order_by("id"):
+        rejections.setdefault(rejection.revision_id, []).append(rejection)
+    return MemoryHistory(
+        entry=entry,
+        revisions=[
+            RevisionHistory(
+                revision=r,
+                evidence=evidence.get(r.pk, []),
+                grants=grants.get(r.pk, []),
+                rejections=rejections.get(r.pk, []),
+            )
+            for r in revisions
+        ],
+    )

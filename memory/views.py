@@ -14,13 +14,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from config.errors import NotFound, ServiceError
 from config.replica import routed_read
+from memory.export import person_export_for_viewer
 from memory.models import RecallTraceItem, RejectionKind
 from memory.rejections import MAX_CORRECTION_LENGTH, rejection_record, rejection_summary
 from memory.selectors import message_for_viewer, turn_explanation, turn_for_viewer, turn_traces, turns_for_viewer
@@ -101,3 +102,14 @@ def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
     except NotFound as missing:
         raise Http404(missing.message) from missing
     return render(request, "engram/message_detail.html", {"message": message})
+
+
+@require_GET
+@login_required
+def my_data_export(request: HttpRequest) -> HttpResponse:
+    """The logged-in person's own data as a JSON download, within their view ceiling (memory.export)."""
+    document = person_export_for_viewer(_user(request))
+    response = JsonResponse(document, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = 'attachment; filename="engram-my-data.json"'
+    response["Cache-Control"] = "no-store"
+    return response

@@ -37,6 +37,7 @@ from memory.models import (
     DeletedRevision,
     EmbeddingGeneration,
     EntryStatus,
+    ErasureEvent,
     IndexOutbox,
     MemoryEntry,
     MemoryEvidence,
@@ -73,6 +74,7 @@ IMMUTABLE = [
     RecallTraceItem,
     RevisionEmbedding,
     MessageEmbedding,
+    ErasureEvent,
 ]
 #: Installation-wide rows with no tenant: superusers only.
 GLOBAL = [EmbeddingGeneration, IndexOutbox]
@@ -201,6 +203,7 @@ def build_world(slug: str) -> World:
     )
     miss = RecallMiss.objects.create(agent=agent, subject=bob, count=3, last_missed_at=now)
     tombstone = DeletedRevision.objects.create(revision_id=amended.revision.pk + 1000, agent=agent, deleted_at=now)
+    erasure = ErasureEvent.objects.create(tenant=tenant, kind="person", actor_id=bob.pk, requested_by="admin:root")
     rows: dict[type[Model], Model] = {
         Tenant: tenant,
         RuntimeAgent: agent,
@@ -234,6 +237,7 @@ def build_world(slug: str) -> World:
         Rejection: rejection,
         RecallMiss: miss,
         DeletedRevision: tombstone,
+        ErasureEvent: erasure,
     }
     return World(
         tenant=tenant,

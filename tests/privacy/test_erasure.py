@@ -94,7 +94,9 @@ def test_erasing_a_person_leaves_no_row_with_their_text_or_vectors_anywhere() ->
     counts = tombstone.counts
     assert counts["messages"] + counts["messages (with conversations)"] >= 14, counts
     assert counts["memories"] + counts["memories (with conversations)"] >= 9, counts
-    assert tombstone.counts["replies withheld"] == 1 and tombstone.counts["conversations"] == 1
+    # Every reply the erasure removed left its turn withheld (the demo's own turns add some to #general's).
+    withheld = Turn.objects.filter(state=TurnState.WITHHELD, failure_code=REPLY_ERASED_CODE).count()
+    assert counts["replies withheld"] == withheld >= 1 and counts["conversations"] == 1, counts
     assert Actor.objects.get(pk=world.sam.pk).display_name == ERASED_NAME
 
 

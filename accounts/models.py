@@ -43,10 +43,29 @@ class ApiKey(models.Model):
     digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the whole key, hex.")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="From this moment the key no longer authenticates. Empty: never."
+    )
+    #: Refreshed at most once a minute (accounts.authentication), so it is not a write per request.
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.agent.name})"
+
+
+class ApiKeyRateWindow(models.Model):
+    """Requests one API key made in the current and the previous rate window (accounts/throttling.py).
+
+    Counters, not records: the table is UNLOGGED (migration 0003), so counting a request writes no
+    WAL and its commit waits for no disk flush; after a crash PostgreSQL empties it, which forgives
+    at most one window. No foreign key, so a key's row costs no lookup of the key.
+    """
+
+    api_key_id = models.BigIntegerField(primary_key=True)
+    period_s = models.IntegerField()
+    window_no = models.BigIntegerField()
+    hits = models.IntegerField()
+    previous_hits = models.IntegerField()
 
 
 class Connector(models.Model):

@@ -6,7 +6,8 @@ Failures outside DRF's own exceptions get the same error body: a request body ov
 a transaction PostgreSQL rolled back because it collided with a concurrent one (a deadlock or a
 serialization failure) answers 409 ``concurrent_update`` with ``Retry-After``; and a database that
 cannot be reached (restarting, connection lost) answers 503 ``database_unavailable`` with
-``Retry-After``, instead of a 500 page. Every write is atomic, so a request that fails either way has
+``Retry-After``, instead of a 500 page. A key over its request rate (accounts/throttling.py) answers
+429 ``rate_limited`` with ``Retry-After``. Every write is atomic, so a request that fails either way has
 committed nothing of the transaction it was in, and may be sent again.
 """
 

@@ -53,21 +53,6 @@ class ApiKey(models.Model):
         return f"{self.prefix}… ({self.agent.name})"
 
 
-class ApiKeyRateWindow(models.Model):
-    """Requests one API key made in the current and the previous rate window (accounts/throttling.py).
-
-    Counters, not records: the table is UNLOGGED (migration 0003), so counting a request writes no
-    WAL and its commit waits for no disk flush; after a crash PostgreSQL empties it, which forgives
-    at most one window. No foreign key, so a key's row costs no lookup of the key.
-    """
-
-    api_key_id = models.BigIntegerField(primary_key=True)
-    period_s = models.IntegerField()
-    window_no = models.BigIntegerField()
-    hits = models.IntegerField()
-    previous_hits = models.IntegerField()
-
-
 class Connector(models.Model):
     """Where an agent meets people (a Slack workspace, an email domain). Its namespace is ``type:name``."""
 

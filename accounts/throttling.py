@@ -1,11 +1,12 @@
 """Per-API-key request rate limit (``ENGRAM_API_RATE``, e.g. ``6000/minute``), through DRF throttling.
 
 Each request of an authenticated agent counts against its API key in one statement on an UNLOGGED
-PostgreSQL table (``accounts.ApiKeyRateWindow``): one row a key, holding the hits of the current and
-of the previous window. A request is refused while the sliding estimate, the previous window's hits
-weighted by how much of it still overlaps the last period plus the current window's hits, exceeds
-the limit; unlike fixed windows, this does not let a client send twice the limit across a window's
-edge. Refused requests count too, so a client that ignores ``Retry-After`` stays refused.
+PostgreSQL table (``accounts_apikeyratewindow``, migration accounts 0003): one row a key, holding the
+hits of the current and of the previous window. A request is refused while the sliding estimate,
+the previous window's hits weighted by how much of it still overlaps the last period plus the
+current window's hits, exceeds the limit; unlike fixed windows, this does not let a client send
+twice the limit across a window's edge. Refused requests count too, so a client that ignores
+``Retry-After`` stays refused.
 
 Why this store, rather than Django's cache: the embedded default has no shared cache server, and
 gunicorn runs several workers (and a deployment several hosts) that must see one count; a
@@ -34,11 +35,13 @@ from accounts.authentication import AgentPrincipal
 from config.database.base import prepared_cursor
 
 PERIODS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: One row a key; created UNLOGGED by migration accounts 0003 (no model: counters, not records).
+TABLE = "accounts_apikeyratewindow"
 
 #: Counts one request in the key's current window (rolling the row over when a new window began)
 #: and returns the current and previous windows' hits.
 HIT_SQL = (
-    "INSERT INTO accounts_apikeyratewindow AS w (api_key_id, period_s, window_no, hits, previous_hits)"
+    f"INSERT INTO {TABLE} AS w (api_key_id, period_s, window_no, hits, previous_hits)"
     " VALUES (%s, %s, %s, 1, 0)"
     " ON CONFLICT (api_key_id) DO UPDATE SET"
     " previous_hits = CASE"

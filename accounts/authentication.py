@@ -27,6 +27,7 @@ LIVE_KEY_SQL = (
     "SELECT k.id, k.last_used_at, a.id, a.tenant_id, a.name, a.created_at"
     " FROM accounts_apikey k JOIN accounts_runtimeagent a ON a.id = k.agent_id"
     " WHERE k.digest = %s AND k.revoked_at IS NULL"
+    " AND (k.expires_at IS NULL OR k.expires_at > statement_timestamp())"
 )
 AGENT_FIELDS = ("id", "tenant_id", "name", "created_at")
 
@@ -60,7 +61,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             cursor.execute(LIVE_KEY_SQL, [api_key_digest(secret)])
             row = cursor.fetchone()
         if row is None:
-            raise exceptions.AuthenticationFailed("invalid or revoked API key")
+            raise exceptions.AuthenticationFailed("invalid, revoked or expired API key")
         key_id, last_used_at, *agent_values = row
         agent = RuntimeAgent.from_db(connection.alias, AGENT_FIELDS, agent_values)
         now = timezone.now()

@@ -51,6 +51,10 @@ class ApiKey(models.Model):
     digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the whole key, hex.")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="From this moment the key no longer authenticates. Empty: never."
+    )
+    #: Refreshed at most once a minute (accounts.authentication), so it is not a write per request.
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import slugify
 
-from accounts.models import Actor, ApiKey, RuntimeAgent
+from accounts.models import Actor, ApiKey, RuntimeAgent, Tenant
+from config.errors import Conflict, ServiceError
 
 API_KEY_PREFIX = "egk"
 
@@ -25,12 +28,42 @@ class IssuedApiKey:
 
 
 @transaction.atomic
-def api_key_create(*, agent: RuntimeAgent, label: str = "") -> IssuedApiKey:
-    """Issue a key for ``agent``. The secret is returned once and never stored."""
+def tenant_create(*, name: str, slug: str = "") -> Tenant:
+    """A new tenant; ``slug`` defaults to the name's slug. An existing slug is a conflict, not a reuse."""
+    name = name.strip()
+    slug = slug.strip() or slugify(name)
+    if not name or not slug:
+        raise ServiceError("a tenant needs a name (and a slug made of letters, digits, - or _)")
+    if Tenant.objects.filter(slug=slug).exists():
+        raise Conflict(f"a tenant with the slug {slug!r} exists", code="tenant_exists")
+    return Tenant.objects.create(name=name, slug=slug)
+
+
+@transaction.atomic
+def agent_create(*, tenant: Tenant, name: str) -> RuntimeAgent:
+    """A new runtime agent (a perspective of its own) in ``tenant``; names are unique per tenant."""
+    name = name.strip()
+    if not name:
+        raise ServiceError("an agent needs a name")
+    if RuntimeAgent.objects.filter(tenant=tenant, name=name).exists():
+        raise Conflict(f"tenant {tenant.slug!r} has an agent named {name!r}", code="agent_exists")
+    return RuntimeAgent.objects.create(tenant=tenant, name=name)
+
+
+@transaction.atomic
+def api_key_create(*, agent: RuntimeAgent, label: str = "", expires_at: datetime | None = None) -> IssuedApiKey:
+    """Issue a key for ``agent``, valid until ``expires_at`` (None: until revoked). The secret is
+    returned once and never stored."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ServiceError("an API key's expiry must be in the future", code="expiry_in_past")
     public = secrets.token_hex(4)
     secret = f"{API_KEY_PREFIX}_{public}_{secrets.token_urlsafe(32)}"
     api_key = ApiKey.objects.create(
-        agent=agent, label=label, prefix=f"{API_KEY_PREFIX}_{public}", digest=api_key_digest(secret)
+        agent=agent,
+        label=label,
+        prefix=f"{API_KEY_PREFIX}_{public}",
+        digest=api_key_digest(secret),
+        expires_at=expires_at,
     )
     return IssuedApiKey(api_key=api_key, secret=secret)
 
@@ -41,6 +74,19 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
     return api_key
+
+
+@transaction.atomic
+def api_key_rotate(*, api_key: ApiKey, expires_at: datetime | None = None) -> IssuedApiKey:
+    """Replace a live key: a new key for the same agent and label, and the old one revoked in the same
+    transaction, so there is never a moment with both or neither. A revoked or expired key is not
+    rotated (issue a new one instead): rotation must not bring a dead credential back."""
+    locked = ApiKey.objects.select_for_update().get(pk=api_key.pk)
+    if locked.revoked_at is not None or (locked.expires_at is not None and locked.expires_at <= timezone.now()):
+        raise Conflict(f"the key {locked.prefix} is revoked or expired; issue a new one", code="api_key_not_live")
+    issued = api_key_create(agent=locked.agent, label=locked.label, expires_at=expires_at)
+    api_key_revoke(api_key=locked)
+    return issued
 
 
 @transaction.atomic

@@ -6,13 +6,15 @@ Failures outside DRF's own exceptions get the same error body: a request body ov
 a transaction PostgreSQL rolled back because it collided with a concurrent one (a deadlock or a
 serialization failure) answers 409 ``concurrent_update`` with ``Retry-After``; and a database that
 cannot be reached (restarting, connection lost) answers 503 ``database_unavailable`` with
-``Retry-After``, instead of a 500 page. Every write is atomic, so a request that fails either way has
+``Retry-After``, instead of a 500 page. A key over its request rate (accounts/throttling.py) answers
+429 ``rate_limited`` with ``Retry-After``. Every write is atomic, so a request that fails either way has
 committed nothing of the transaction it was in, and may be sent again.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -43,7 +45,7 @@ _CODES = {
     exceptions.ParseError: "malformed_request",
     exceptions.UnsupportedMediaType: "unsupported_media_type",
     exceptions.NotAcceptable: "not_acceptable",
-    exceptions.Throttled: "throttled",
+    exceptions.Throttled: "rate_limited",
     exceptions.ValidationError: "invalid_request",
 }
 
@@ -88,6 +90,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     code = next((c for kind, c in _CODES.items() if isinstance(exc, kind)), "error")
     if isinstance(exc, exceptions.ValidationError):
         response.data = error_body(code, "the request is not valid; nothing was changed", response.data)
+    elif isinstance(exc, exceptions.Throttled):
+        # DRF has set Retry-After from the throttle's wait (accounts/throttling.py); the body says it too.
+        seconds: float | None = getattr(exc, "wait", None)
+        wait = None if seconds is None else math.ceil(seconds)
+        response.data = error_body(
+            code, "too many requests with this API key; nothing was changed, retry later", {"retry_after_s": wait}
+        )
     else:
         message = str(getattr(exc, "detail", exc))
         response.data = error_body(code, message)

@@ -5,6 +5,7 @@ filesystem Celery broker, so a fresh checkout needs no server of any kind."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -21,7 +22,9 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _env_bool("ENGRAM_DEBUG", False)
-SECRET_KEY = os.environ.get("ENGRAM_SECRET_KEY", "engram-local-development-key-change-me-in-production")
+#: Public, so never a secret: the production profile refuses to start with it (config/checks.py).
+DEVELOPMENT_SECRET_KEY = "engram-local-development-key-change-me-in-production"
+SECRET_KEY = os.environ.get("ENGRAM_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = [h for h in os.environ.get("ENGRAM_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("ENGRAM_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -246,3 +249,61 @@ LOGGING = {
     # pgserver narrates every handle it opens and closes at INFO.
     "loggers": {"pgserver": {"level": "WARNING"}},
 }
+
+# --- Start-up, production profile, login lockout and API rate limits ------------------------------
+# ENGRAM_ENV=production switches on the production profile: config/checks.py refuses to start (every
+# manage.py command that runs the system checks, `check` and `migrate` included) with the development
+# SECRET_KEY, with DEBUG on, or with the audit key equal to the secret key, and the HTTPS settings below
+# default to on. Each one is overridable; docs/operations.md lists them.
+ENGRAM_ENV = os.environ.get("ENGRAM_ENV", "development").strip().lower()
+PRODUCTION = ENGRAM_ENV == "production"
+SESSION_COOKIE_SECURE = _env_bool("ENGRAM_SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = _env_bool("ENGRAM_CSRF_COOKIE_SECURE", PRODUCTION)
+SECURE_SSL_REDIRECT = _env_bool("ENGRAM_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = int(os.environ.get("ENGRAM_HSTS_SECONDS", "31536000" if PRODUCTION else "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("ENGRAM_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = _env_bool("ENGRAM_HSTS_PRELOAD", PRODUCTION)
+# The header a TLS-terminating proxy sets to "https" (and strips from what clients send); empty: none.
+_proxy_ssl_header = os.environ.get("ENGRAM_PROXY_SSL_HEADER", "X-Forwarded-Proto" if PRODUCTION else "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+
+# The demo superuser and the demo workspace (`manage.py provision_demo`, which scripts/run calls) go
+# only into the embedded database, outside the production profile, unless ENGRAM_LOAD_DEMO says
+# otherwise: 1 loads them anywhere (an explicit opt-in), 0 never.
+ENGRAM_DATABASE_IS_EMBEDDED = not os.environ.get("DATABASE_URL")
+_load_demo = os.environ.get("ENGRAM_LOAD_DEMO", "").strip()
+ENGRAM_LOAD_DEMO: bool | None = _env_bool("ENGRAM_LOAD_DEMO", False) if _load_demo else None
+ENGRAM_ADMIN_PASSWORD = os.environ.get("ENGRAM_ADMIN_PASSWORD", "engram-demo")
+
+# Failed-login lockout (django-axes) on /login/ and /admin/login/: after ENGRAM_LOGIN_FAILURE_LIMIT
+# failures a client is refused, the right password included, until the cool-off has passed or
+# `manage.py axes_reset` clears it. Attempts live in the database, so every gunicorn worker and host
+# sees the same count. ENGRAM_LOGIN_LOCKOUT_BY: comma-separated criteria, each a `+`-joined set of
+# username, ip_address, user_agent; the default locks a username from one address (locking a
+# username everywhere would let anyone lock its owner out).
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as django-axes requires
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out client before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = _env_bool("ENGRAM_LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = int(os.environ.get("ENGRAM_LOGIN_FAILURE_LIMIT", "5"))
+_cooloff_minutes = float(os.environ.get("ENGRAM_LOGIN_COOLOFF_MINUTES", "15"))
+AXES_COOLOFF_TIME = timedelta(minutes=_cooloff_minutes) if _cooloff_minutes > 0 else None  # None: until reset
+AXES_LOCKOUT_PARAMETERS = [
+    criterion.split("+")
+    for criterion in os.environ.get("ENGRAM_LOGIN_LOCKOUT_BY", "username+ip_address").replace(" ", "").split(",")
+    if criterion
+]
+AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # otherwise every process start prints a banner
+
+# Per-API-key request rate (accounts/throttling.py): "N/second|minute|hour|day"; "off" or empty: no
+# limit. Counted in one statement on an unlogged PostgreSQL table, shared by every worker and host.
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["accounts.throttling.ApiKeyRateThrottle"]
+ENGRAM_API_RATE = os.environ.get("ENGRAM_API_RATE", "6000/minute")

@@ -154,6 +154,13 @@ def _no_indexer_notifications(settings: Any) -> None:
     settings.ENGRAM_NOTIFY_INDEXER = False
 
 
+@pytest.fixture(autouse=True)
+def _api_rate_out_of_reach(settings: Any) -> None:
+    """Every API request still passes the per-key rate limit's count (accounts/throttling.py), at a
+    rate no test reaches; the rate-limit tests set their own."""
+    settings.ENGRAM_API_RATE = "1000000/minute"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def read_workers_closed(django_db_setup: None) -> Iterator[None]:
     """The read workers (``config.read_workers``) keep connections to the test database open between

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0002_perspective_consistency_guards'),
+        ('accounts', '0003_tenant_retention_periods'),
     ]
 
     operations = [

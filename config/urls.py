@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 import config.schema  # noqa: F401  (registers the OpenAPI extensions)
+from config.views import home
 from history.apis import MessageIngestApi
 from memory.apis import (
     LedgerApi,
@@ -51,8 +52,12 @@ public = {"authentication_classes": [], "permission_classes": [AllowAny]}
 handler404 = "config.views.not_found"
 # ... and a request refused before routing (no or a disallowed Host header) answers one too.
 handler400 = "config.views.bad_request"
+# ... as do a PermissionDenied outside DRF and an unhandled exception; other paths get the site's pages.
+handler403 = "config.views.permission_denied"
+handler500 = "config.views.server_failure"
 
 urlpatterns = [
+    path("", home, name="engram-home"),
     path("admin/", admin.site.urls),
     path("api/", api_root, name="api-root"),
     path("api/schema/", SpectacularAPIView.as_view(**public), name="api-schema"),

@@ -1,22 +1,55 @@
-"""Site-wide error views: API paths answer in the API's own error format, never an HTML page."""
+"""Site-wide views: the front door (``/``) and the error views. API paths answer errors in the API's own
+error format, never an HTML page; every other path gets the site's own pages (templates/404.html, …)."""
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_safe
 from django.views.defaults import bad_request as bad_request_page
-from django.views.defaults import page_not_found
+from django.views.defaults import page_not_found, server_error
+from django.views.defaults import permission_denied as permission_denied_page
 
 from config.api import error_body
 
 
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+@require_safe
+def home(request: HttpRequest) -> HttpResponse:
+    """A signed-in user goes straight to their turns; anyone else gets the landing page (which reads
+    nothing from the database, so it answers even for a visitor with no account)."""
+    if request.user.is_authenticated:
+        return HttpResponseRedirect(reverse("engram-turns"))
+    return render(request, "engram/home.html")
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if request.path.startswith("/api/"):
+    if _is_api(request):
         return JsonResponse(error_body("not_found", "not found"), status=404)
     return page_not_found(request, exception or Http404())
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """Requests Django refuses before any view runs (a missing or disallowed Host header, say)."""
-    if request.path.startswith("/api/"):
+    if _is_api(request):
         return JsonResponse(error_body("bad_request", "bad request"), status=400)
     return bad_request_page(request, exception or Exception())
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """A Django ``PermissionDenied`` no API view turned into its own answer (DRF views already do)."""
+    if _is_api(request):
+        return JsonResponse(error_body("forbidden", "you may not do this"), status=403)
+    return permission_denied_page(request, exception or Exception())
+
+
+def server_failure(request: HttpRequest) -> HttpResponse:
+    """An unhandled exception. The page is rendered with a bare context (templates/500.html needs no
+    request and no database: the failure may be the database itself)."""
+    if _is_api(request):
+        return JsonResponse(error_body("server_error", "the server failed to answer this request"), status=500)
+    return server_error(request)

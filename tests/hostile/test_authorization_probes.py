@@ -140,6 +140,7 @@ def world(db: None) -> World:
         "request_id": pending_request,
         "grant_id": grant.pk,
         "item_id": item.pk,
+        "entry_id": MemoryRevision.objects.get(pk=int(memory_id.removeprefix("m:"), 16)).entry_id,
         "message_id": Message.objects.filter(agent=victim.agent, conversation__external_thread_id="dm-alice")
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -203,6 +204,7 @@ def test_the_probes_changed_nothing_and_the_owner_still_sees_everything(world: W
     assert SharingGrant.objects.get(pk=world.ids["grant_id"]).revoked_at is None
     assert world.victim.get(f"/api/v1/turns/{world.ids['turn_id']}/ledger").status_code == 200
     assert world.victim.get(f"/api/v1/traces/{world.ids['trace_id']}").status_code == 200
+    assert world.victim.get(f"/api/v1/memories/{world.ids['entry_id']}").status_code == 200
     assert world.victim_user.get(f"/turns/{world.ids['turn_id']}/").status_code == 200
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db.models import Q
 
-from history.models import Message, Turn, TurnState
-from memory.models import ErasureEvent, ErasureKind, ErasureState
+from history.models import Message, MessageDirection, Turn, TurnState
+from memory.models import ErasureEvent, ErasureKind, ErasureState, MemoryRevision
 from tests.conftest import _worker_env
 from tests.privacy.demo_world import build_demo_world, rows_with_text
 
@@ -32,6 +33,9 @@ def test_an_erasure_killed_inside_a_batch_resumes_to_completion(tmp_path: Path) 
     back, the tombstone is running with the rest pending; a second run erases everything and completes."""
     world = build_demo_world()
     sam_messages = set(Message.objects.filter(actor=world.sam).values_list("pk", flat=True))
+    all_messages = set(Message.objects.values_list("pk", flat=True))
+    replies = set(Message.objects.filter(direction=MessageDirection.OUTBOUND).values_list("pk", flat=True))
+    all_revisions = set(MemoryRevision.objects.values_list("pk", flat=True))
     env = _worker_env(settings.DATABASES["default"]["NAME"], tmp_path / "broker")
 
     process = subprocess.Popen(
@@ -81,6 +85,16 @@ def test_an_erasure_killed_inside_a_batch_resumes_to_completion(tmp_path: Path) 
     assert rows_with_text() == {}
     general_turn = Turn.objects.get(pk=world.general_turn)
     assert general_turn.state == TurnState.WITHHELD and general_turn.reply_id is None
-    # Every planned message was counted once: 2 before the kill, the rest after.
+    # Every erased message was counted once: 2 before the kill, the rest after. Besides Sam's own,
+    # only agent replies went (in their DM, and elsewhere those built from what was erased).
+    gone = all_messages - set(Message.objects.values_list("pk", flat=True))
+    assert sam_messages < gone and gone - sam_messages <= replies, sorted(gone - sam_messages - replies)
     total = event.counts["messages"] + event.counts["messages (with conversations)"]
-    assert total == len(sam_messages) + 2, event.counts  # + the agent's replies in the DM and in #general
+    assert total == len(gone), (event.counts, len(gone))
+    gone_revisions = all_revisions - set(MemoryRevision.objects.values_list("pk", flat=True))
+    built_from_gone = (
+        Q(history_message_ids__overlap=sorted(gone))
+        | Q(memory_revision_ids__overlap=sorted(gone_revisions))
+        | Q(cited_revision_ids__overlap=sorted(gone_revisions))
+    )
+    assert not Message.objects.filter(built_from_gone).exists()

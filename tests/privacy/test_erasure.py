@@ -11,6 +11,7 @@ from django.db import DatabaseError, transaction
 
 from accounts.models import Actor, IdentityLink
 from history.models import Message, Turn, TurnState
+from memory.embeddings.index import vectors_stored
 from memory.erasure import ERASED_NAME, REPLY_ERASED_CODE, erasure_plan, person_erase, person_seeds
 from memory.models import ErasureEvent, ErasureKind, ErasureState, MessageEmbedding, RevisionEmbedding
 from tests.privacy.demo_world import (
@@ -33,13 +34,19 @@ def test_erasing_a_person_leaves_no_row_with_their_text_or_vectors_anywhere() ->
     """After ``erase_person``, every text and vector column of every table holds nothing of theirs:
     0 rows; recall and history search never return it; the reply built from it is withheld."""
     world = build_demo_world()
-    call_command("embeddings", "rebuild", stdout=StringIO(), stderr=StringIO())
+    # A server without pgvector has no embedding tables (docs/embeddings.md): then there are no vectors to find.
+    with_vectors = vectors_stored()
+    embedding_tables = {"memory_messageembedding", "memory_revisionembedding"}
     plan = erasure_plan(person_seeds(world.sam))
-    vectors = vector_values(MessageEmbedding, message_id__in=plan.ids["messages"])
-    vectors += vector_values(RevisionEmbedding, revision__entry_id__in=plan.ids["entries"])
+    vectors = []
+    if with_vectors:
+        call_command("embeddings", "rebuild", stdout=StringIO(), stderr=StringIO())
+        vectors = vector_values(MessageEmbedding, message_id__in=plan.ids["messages"])
+        vectors += vector_values(RevisionEmbedding, revision__entry_id__in=plan.ids["entries"])
     # The scanner reads the schema; every text or vector column any model declares is among what it scans.
     scanned = {(table, column) for table, column, _ in scanned_columns()}
-    assert model_text_columns() <= scanned, model_text_columns() - scanned
+    declared = {(t, c) for t, c in model_text_columns() if with_vectors or t not in embedding_tables}
+    assert declared <= scanned, declared - scanned
     assert {table for table, _, _ in scanned_columns()} >= {
         "history_message",
         "history_messagesearchdocument",
@@ -47,14 +54,13 @@ def test_erasing_a_person_leaves_no_row_with_their_text_or_vectors_anywhere() ->
         "memory_revisionsearchdocument",
         "memory_recalltrace",
         "history_session",
-        "memory_messageembedding",
-        "memory_revisionembedding",
-    }
+    } | (embedding_tables if with_vectors else set())
     assert any("Pixel" in body for body in world.recalled_bodies("D04SAMLI", SAM, "What is my cat called?"))
     before = rows_with_text()
     assert before.get("history_message.body", 0) >= 5, before
     assert "memory_revisionsearchdocument.tsv" in before and "memory_recalltrace.rendered_text" in before, before
-    assert vectors and rows_with_vectors(vectors), "the embeddings of Sam's texts exist before the erasure"
+    if with_vectors:
+        assert vectors and rows_with_vectors(vectors), "the embeddings of Sam's texts exist before the erasure"
 
     with pytest.raises(CommandError, match="pass --yes"):
         call_command("erase_person", str(world.sam.pk))
@@ -65,7 +71,8 @@ def test_erasing_a_person_leaves_no_row_with_their_text_or_vectors_anywhere() ->
     assert "messages:" in out.getvalue() and "tombstone" in out.getvalue()
 
     assert rows_with_text() == {}
-    assert rows_with_vectors(vectors) == {}
+    if with_vectors:
+        assert rows_with_vectors(vectors) == {}
     assert not Message.objects.filter(actor=world.sam).exists()
     for thread, who in ((GENERAL, PRIYA), ("G02ATLASCORE", PRIYA), ("D03PRIYA", PRIYA)):
         for text in (

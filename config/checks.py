@@ -41,8 +41,8 @@ def production_profile(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     if settings.ENGRAM_AUDIT_KEY and settings.ENGRAM_AUDIT_KEY == settings.SECRET_KEY:
         errors.append(
             Error(
-                "ENGRAM_ENV=production with the audit key equal to SECRET_KEY (ENGRAM_AUDIT_KEY unset "
-                "defaults to it): one leaked value would both forge sessions and reverse audit digests.",
+                "ENGRAM_ENV=production with ENGRAM_AUDIT_KEY equal to SECRET_KEY: one leaked value would "
+                "both forge sessions and reverse audit digests.",
                 hint="Set ENGRAM_AUDIT_KEY to another random value (or to an empty string for no digests).",
                 id="engram.E003",
             )

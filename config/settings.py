@@ -4,6 +4,8 @@ filesystem Celery broker, so a fresh checkout needs no server of any kind."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -227,8 +229,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 
 # --- Engram ---------------------------------------------------------------------------------------
-# Key for the HMAC digests in audit rows (query text is never stored there). Empty: no digest.
-ENGRAM_AUDIT_KEY = os.environ.get("ENGRAM_AUDIT_KEY", SECRET_KEY)
+# Key for the HMAC digests in audit rows (query text is never stored there). Empty: no digest. Unset,
+# it is derived from SECRET_KEY under a label of its own, so it never equals the secret itself; a
+# separate random value (docs/operations.md) keeps one leaked secret from exposing both.
+ENGRAM_AUDIT_KEY = os.environ.get(
+    "ENGRAM_AUDIT_KEY", hmac.new(SECRET_KEY.encode(), b"engram audit digests", hashlib.sha256).hexdigest()
+)
 ENGRAM_MEMORY_TOKEN_ALLOWANCE = int(os.environ.get("ENGRAM_MEMORY_TOKEN_ALLOWANCE", "4096"))
 # Semantic search: "auto" uses pgvector when the server has it, "off" runs lexical-only.
 ENGRAM_SEMANTIC = os.environ.get("ENGRAM_SEMANTIC", "auto")

@@ -96,20 +96,25 @@ def test_production_with_real_secrets_passes_the_deploy_check_at_warning_level()
 
 
 def test_production_without_a_secret_refuses_with_a_clear_message():
-    """The development key is public, and the audit key defaults to it: both are named."""
+    """The development key is public (and so is the audit key derived from it): the check names it."""
     result = check(ENGRAM_ENV="production")
     assert result.returncode != 0
     assert "engram.E001" in result.stderr and "development SECRET_KEY" in result.stderr
-    assert "engram.E003" in result.stderr
     assert "engram.E002" not in result.stderr
+
+
+def test_production_with_only_a_real_secret_passes_the_deploy_check():
+    """Unset, the audit key is derived from the secret under its own label, never equal to it."""
+    result = check("--deploy", "--fail-level", "WARNING", ENGRAM_ENV="production", ENGRAM_SECRET_KEY=secret())
+    assert result.returncode == 0, result.stderr + result.stdout
 
 
 def test_production_refuses_debug_and_an_audit_key_equal_to_the_secret():
     key = secret()
-    result = check(ENGRAM_ENV="production", ENGRAM_SECRET_KEY=key, ENGRAM_DEBUG="1")
+    result = check(ENGRAM_ENV="production", ENGRAM_SECRET_KEY=key, ENGRAM_AUDIT_KEY=key, ENGRAM_DEBUG="1")
     assert result.returncode != 0
     assert "engram.E002" in result.stderr and "DEBUG" in result.stderr
-    assert "engram.E003" in result.stderr  # ENGRAM_AUDIT_KEY unset: it is the secret key
+    assert "engram.E003" in result.stderr
     assert "engram.E001" not in result.stderr
 
 

@@ -70,7 +70,9 @@ def agent_vectors_sql(
             dims=_param("s_dims", IntegerField()),
             agent_id=_param("s_agent", BigIntegerField()),
         )
-        .annotate(d=CosineDistance(typed_vector(dims), _param("s_query", VectorField())))
+        # The index path orders by the expression the HNSW index is declared on; the exact scan reads
+        # every row of one size anyway, and casting each of them to the sized type would only cost.
+        .annotate(d=CosineDistance(typed_vector(dims) if nearest_first else "vector", _param("s_query", VectorField())))
         .values_list(key, "d")
     )
     if nearest_first:

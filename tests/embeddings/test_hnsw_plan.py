@@ -57,12 +57,22 @@ def test_above_the_exact_limit_the_search_reads_the_declared_hnsw_index() -> Non
         cursor.execute("ANALYZE memory_revisionembedding")
     conversation = Conversation.objects.get(agent=agent, external_thread_id="general")
     eligible = EligibleRevisions(perspective_for_conversation(conversation))
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT el.revision_id FROM ({eligible.sql()}) el", eligible.params())
-        eligible_ids = {row[0] for row in cursor.fetchall()}
-    assert 0 < len(eligible_ids) < len(revision_ids)
-    target = min(eligible_ids)
-    ineligible = min(set(revision_ids) - eligible_ids)
+    probe = f"SELECT TRUE FROM ({eligible.sql()}) el WHERE el.revision_id = %(probe)s LIMIT 1"
+
+    def is_eligible(revision_id: int) -> bool:
+        # One probe by id, as the searches judge their candidates (listing the whole eligible set of
+        # ten thousand revisions is not a question retrieval ever asks).
+        with connection.cursor() as cursor:
+            cursor.execute(probe, {**eligible.params(), "probe": revision_id})
+            return cursor.fetchone() is not None
+
+    first_of: dict[bool, int] = {}
+    for revision_id in revision_ids:
+        first_of.setdefault(is_eligible(revision_id), revision_id)
+        if len(first_of) == 2:
+            break
+    assert set(first_of) == {True, False}, "the corpus has eligible and ineligible revisions"
+    target, ineligible = first_of[True], first_of[False]
     provider = semantic_search.SemanticRevisions(generation)
     base: dict[str, Any] = {"eligible_sql": eligible.sql(), "params": eligible.params(), "limit": 10}
 

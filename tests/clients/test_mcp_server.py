@@ -5,7 +5,6 @@ still hold; failures are MCP tool errors carrying the API's code."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -25,7 +24,7 @@ from mcp_types import CallToolResult, TextContent, TextResourceContents
 
 from history.models import Message, Turn
 from memory.models import MemoryEntry
-from tests.clients.conftest import Workspace
+from tests.clients.conftest import Workspace, run_async
 
 T = TypeVar("T")
 ENGRAM_MCP = str(Path(sys.executable).parent / "engram-mcp")
@@ -51,7 +50,7 @@ def desktop(workspace: Workspace, log: Path) -> Callable[[], Any]:
 
 
 def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(scenario())
+    return run_async(scenario())
 
 
 def text(result: CallToolResult) -> str:

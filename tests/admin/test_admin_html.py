@@ -12,7 +12,14 @@ from django.urls import reverse
 
 from memory.models import MemoryEntry, RevisionConflict
 from tests.admin.conftest import assert_valid_html
-from tests.admin.test_admin_pages import ALL_MODELS, World, build_world, change_url, changelist_url
+from tests.admin.test_admin_pages import (  # the autouse fixture skips embedding pages without pgvector
+    ALL_MODELS,
+    World,
+    _embedding_pages_need_pgvector,  # noqa: F401
+    build_world,
+    change_url,
+    changelist_url,
+)
 
 pytestmark = pytest.mark.django_db
 

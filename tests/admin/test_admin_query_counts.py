@@ -26,7 +26,16 @@ from django.test import Client
 from accounts.models import OperatorScope, Tenant
 from memory.management.commands.bench_recall import TENANT_SLUG, Spec, ensure_corpus
 from memory.models import MemoryEntry, MemoryRevision, RevisionConflict, SharingRequest
-from tests.admin.test_admin_pages import ALL_MODELS, APPS, GLOBAL, World, build_world, change_url, changelist_url
+from tests.admin.test_admin_pages import (  # the autouse fixture skips embedding pages without pgvector
+    ALL_MODELS,
+    APPS,
+    GLOBAL,
+    World,
+    _embedding_pages_need_pgvector,  # noqa: F401
+    build_world,
+    change_url,
+    changelist_url,
+)
 
 REVISIONS = 100_000
 #: The module's first test builds the 100,000-revision corpus in its setup; after the admin tests before
@@ -63,11 +72,13 @@ def corpus(request: pytest.FixtureRequest, django_db_setup: None, django_db_bloc
             with pgtrigger.ignore("memory.MemoryEntry:current_revision_stays_own"):
                 ensure_corpus(Spec(revisions=REVISIONS, agents=20, seed=11))
             loaded = time.perf_counter() - started
+            existing = set(connection.introspection.table_names())
             with connection.cursor() as cursor:
                 # Statistics first (ANALYZE samples this transaction's own rows): without them the
                 # planner may join 100,000 rows by nested loops.
                 for model in ALL_MODELS:
-                    cursor.execute(f"ANALYZE {model._meta.db_table}")
+                    if model._meta.db_table in existing:  # no embedding tables without pgvector
+                        cursor.execute(f"ANALYZE {model._meta.db_table}")
                 cursor.execute(
                     "SELECT count(*) FROM memory_memoryentry e"
                     " LEFT JOIN memory_memoryrevision r ON r.id = e.current_revision_id"
@@ -95,7 +106,8 @@ def corpus(request: pytest.FixtureRequest, django_db_setup: None, django_db_bloc
                 phases["foreign keys"] = time.perf_counter() - mark
                 mark = time.perf_counter()
                 for model in ALL_MODELS:
-                    cursor.execute(f"ANALYZE {model._meta.db_table}")
+                    if model._meta.db_table in existing:  # no embedding tables without pgvector
+                        cursor.execute(f"ANALYZE {model._meta.db_table}")
             phases["analyze"] = time.perf_counter() - mark
             timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in phases.items())
             with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
@@ -106,9 +118,11 @@ def corpus(request: pytest.FixtureRequest, django_db_setup: None, django_db_bloc
             outer.__exit__(None, None, None)
             # The rollback removes the rows, not ANALYZE's estimates: re-analyse, or later tests get
             # plans made for 100,000 revisions over a handful of rows.
+            existing = set(connection.introspection.table_names())
             with connection.cursor() as cursor:
                 for model in ALL_MODELS:
-                    cursor.execute(f"ANALYZE {model._meta.db_table}")
+                    if model._meta.db_table in existing:  # no embedding tables without pgvector
+                        cursor.execute(f"ANALYZE {model._meta.db_table}")
 
 
 def client_for(corpus: Corpus, model: type[Model]) -> Client:

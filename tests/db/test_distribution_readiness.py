@@ -99,7 +99,8 @@ def test_every_table_is_classified() -> None:
     classified = DISTRIBUTED | REFERENCE | LOCAL
     unclassified = {t for t in tables() if t not in classified and not t.startswith(LOCAL_PREFIXES)}
     assert not unclassified, f"classify these tables in docs/scaling.md and this test: {sorted(unclassified)}"
-    assert tables() >= DISTRIBUTED
+    # Only the embedding tables may be absent: memory/0013 creates them where the server has pgvector.
+    assert DISTRIBUTED - tables() <= {"memory_messageembedding", "memory_revisionembedding"}
 
 
 def test_distributed_tables_without_the_key_are_the_documented_ones() -> None:
@@ -110,8 +111,10 @@ def test_distributed_tables_without_the_key_are_the_documented_ones() -> None:
             [KEY],
         )
         keyed = {name for (name,) in cursor.fetchall()}
-    missing = DISTRIBUTED - keyed
-    assert missing == documented("columns"), f"distributed tables without {KEY} today: {sorted(missing)}"
+    present = tables()
+    missing = (DISTRIBUTED & present) - keyed
+    expected = {table for table in documented("columns") if table in present}
+    assert missing == expected, f"distributed tables without {KEY} today: {sorted(missing)}"
 
 
 def test_keys_and_unique_constraints_without_the_key_are_the_documented_ones() -> None:
@@ -136,7 +139,9 @@ def test_keys_and_unique_constraints_without_the_key_are_the_documented_ones() -
             [KEY, KEY],
         )
         gaps = {f"{table}.{name}" for table, name in cursor.fetchall() if table in DISTRIBUTED}
-    assert gaps == documented("constraints"), f"keys and unique constraints without {KEY}: {sorted(gaps)}"
+    present = tables()
+    expected = {gap for gap in documented("constraints") if gap.split(".", 1)[0] in present}
+    assert gaps == expected, f"keys and unique constraints without {KEY}: {sorted(gaps)}"
 
 
 #: ``FROM <table> <alias>`` / ``JOIN <table> <alias>`` in a captured statement (quoted or not).

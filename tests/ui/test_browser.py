@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from memory.embeddings.index import vectors_stored
 from memory.models import RecallTraceItem, Rejection
 from tests.browser import screenshot
 from tests.ui.conftest import PASSWORD, QUESTION, World
@@ -95,7 +96,8 @@ def test_a_user_sees_what_the_agent_knew_and_corrects_it(live_world: World, page
     gone = {world.revisions[k].pk for k in ("lisbon", "tea")}
     assert not recalled_in_new_turn(world) & gone
     assert world.revisions["manager"].pk in recalled_in_new_turn(world)  # flagged, not retired
-    call_command("embeddings", "rebuild")
+    if vectors_stored():  # a reindex replays the rejections too (no embeddings without pgvector)
+        call_command("embeddings", "rebuild")
     assert not world.recall_ids("dm-alice", "U200", QUESTION) & gone
     assert not recalled_in_new_turn(world) & gone
 

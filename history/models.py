@@ -386,6 +386,9 @@ class ConversationSearchEvent(models.Model):
     #: their text never shown. Ids only, like the rest of the row.
     blocked_count = models.PositiveIntegerField(default=0)
     blocked_message_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    #: Every message the search put in front of the agent, hits and their neighbours (blocked ones
+    #: included), in the order it returned them: what the turn page lists, never re-queried. Ids only.
+    returned_message_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
     degradation = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -778,6 +778,7 @@ def _finish(
             exclusion_counts=counts,
             blocked_count=len(blocked_ids),
             blocked_message_ids=blocked_ids,
+            returned_message_ids=message_ids,
             degradation=degradation,
         )
     return HistoryResult(

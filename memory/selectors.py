@@ -21,6 +21,12 @@ turns, to a viewer the grant's audience reaches, and nowhere else (an operator p
 conversation, admits nothing by grant). Items withheld by the safety scan are never shown. Whatever is not shown
 is counted, never described: the page says how many further items were considered and how many
 the safety scan withheld, never their ids or text, and nothing of scores, ranks or candidates.
+
+The past messages the turn's history searches put in front of the agent are read from their audit
+rows (``ConversationSearchEvent.returned_message_ids``), never searched again, and shown under the
+same two ceilings, judged by :class:`memory.retrieval.eligibility.EligibleMessages` (evidence, audience,
+lineage) for the turn's destination and for the viewer's, and only from conversations the viewer could
+read; lines the safety scan withheld from the agent are counted, never shown.
 """
 
 from __future__ import annotations
@@ -51,9 +57,11 @@ from memory.models import (
     RecallTraceItem,
     Rejection,
     SharingGrant,
+    parse_short_id,
     short_id,
 )
-from memory.retrieval.eligibility import EligibleRevisions, linked_readers_for
+from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions, Perspective, linked_readers_for
+from memory.turns import CITATION
 
 Viewer = AbstractBaseUser | AnonymousUser
 
@@ -313,6 +321,11 @@ class ShownItem:
     def may_correct(self) -> bool:
         return self.relation != CorrectionRelation.BYSTANDER
 
+    @property
+    def expanded(self) -> bool:
+        """Cited beliefs open; merely available ones start collapsed, unless the viewer has acted on it."""
+        return self.used or bool(self.rejections)
+
 
 @dataclass(frozen=True)
 class TraceView:
@@ -329,12 +342,68 @@ class TraceView:
 
 
 @dataclass(frozen=True)
+class ShownMessage:
+    """One past message a history search put in front of the agent, as the user sees it."""
+
+    message_id: int
+    conversation: str
+    author: str
+    created_at: datetime
+    body: str
+    #: The search's own match (the others are the messages around a match, returned with it).
+    matched: bool
+
+
+@dataclass(frozen=True)
+class HistoryFinds:
+    """What the turn's history searches returned, exactly as recorded (``returned_message_ids``)."""
+
+    searches: int
+    #: Distinct messages returned with their text (withheld ones excluded), and those withheld.
+    in_front: int
+    blocked: int
+    messages: list[ShownMessage]
+    #: A search recorded before its neighbours were kept: only its matches are known.
+    matches_only: bool
+
+    @property
+    def not_shown(self) -> int:
+        return max(0, self.in_front - len(self.messages))
+
+
+@dataclass(frozen=True)
+class ReplyPart:
+    """A piece of the reply's text; a citation of a belief shown on the page links to its card."""
+
+    text: str
+    anchor: str = ""
+
+
+@dataclass(frozen=True)
+class Citation:
+    short_id: str
+    #: The card's anchor on this page, or "" when the belief is not shown to this viewer.
+    anchor: str
+    statement: str
+
+
+@dataclass(frozen=True)
 class TurnExplanation:
     turn: Turn
     conversation: Conversation
     inbound: Message
     reply: Message | None
     traces: list[TraceView]
+    history: HistoryFinds
+    citations: list[Citation]
+    reply_parts: list[ReplyPart]
+    #: Distinct beliefs rendered to the agent (withheld ones excluded), and how many this viewer sees.
+    memories_in_front: int
+    memories_shown: int
+    #: Distinct past messages in front of the agent: what search returned and the window the runtime
+    #: loaded itself (``Turn.loaded_message_ids``), whose size is ``window``.
+    messages_in_front: int
+    window: int
 
 
 def turn_traces(turn: Turn) -> list[RecallTrace]:
@@ -411,8 +480,11 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
             )
         )
     views = []
+    first_card: dict[int, str] = {}
     for trace in traces:
         shown = by_trace.get(trace.pk, [])
+        for shown_item in shown:
+            first_card.setdefault(shown_item.revision_id, f"item-{shown_item.item_id}")
         moment = RecallMoment(trace.moment)
         views.append(
             TraceView(
@@ -426,8 +498,177 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
                 blocked=trace.blocked_count,
             )
         )
+    statements = {i.revision_id: i.revision.body for i in items}
+    recorded = recorded_searches(turn)
+    in_front = (
+        RecallTraceItem.objects.filter(trace__in=traces, blocked_reason="").values("revision_id").distinct().count()
+    )
     return TurnExplanation(
-        turn=turn, conversation=conversation, inbound=turn.inbound_message, reply=reply, traces=views
+        turn=turn,
+        conversation=conversation,
+        inbound=turn.inbound_message,
+        reply=reply,
+        traces=views,
+        history=history_finds(user, turn, recorded),
+        citations=[
+            Citation(short_id(r), first_card.get(r, ""), statements.get(r, "") if r in first_card else "")
+            for r in _cited_in_order(reply)
+        ],
+        reply_parts=reply_parts(reply.body, first_card) if reply is not None else [],
+        memories_in_front=in_front,
+        memories_shown=len(first_card),
+        messages_in_front=len(set(recorded.with_text) | set(turn.loaded_message_ids)),
+        window=len(turn.loaded_message_ids),
+    )
+
+
+def _cited_in_order(reply: Message | None) -> list[int]:
+    """The revisions the delivered reply cited (as the reply recorded them), in the order it cites them."""
+    if reply is None:
+        return []
+    cited = set(reply.cited_revision_ids)
+    in_text = [parse_short_id(ref) for ref in CITATION.findall(reply.body)]
+    ordered = [r for r in dict.fromkeys(in_text) if r is not None and r in cited]
+    return ordered + sorted(cited - set(ordered))
+
+
+def reply_parts(body: str, cards: dict[int, str]) -> list[ReplyPart]:
+    """The reply cut at its ``[m:…]`` citations; each citation of a belief with a card here links to it."""
+    parts: list[ReplyPart] = []
+    position = 0
+    for match in CITATION.finditer(body):
+        revision_id = parse_short_id(match.group(1))
+        anchor = cards.get(revision_id, "") if revision_id is not None else ""
+        if not anchor:
+            continue
+        parts.append(ReplyPart(body[position : match.start()]))
+        parts.append(ReplyPart(match.group(0), anchor))
+        position = match.end()
+    parts.append(ReplyPart(body[position:]))
+    return [part for part in parts if part.text]
+
+
+# --------------------------------------------------------------------------------------------------
+# the past messages history search put in front of the agent
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedSearches:
+    """What a turn's history searches returned, from their audit rows alone (never a new search)."""
+
+    searches: int
+    #: Distinct message ids in the order first returned (hits and the messages around them).
+    returned: list[int]
+    #: The searches' own matches among them.
+    matched: set[int]
+    #: Returned as ``[BLOCKED]``: their text never reached the agent.
+    blocked: set[int]
+    #: Some search was recorded before the messages around its matches were kept: only its matches are known.
+    matches_only: bool
+
+    @property
+    def with_text(self) -> list[int]:
+        return [m for m in self.returned if m not in self.blocked]
+
+
+def recorded_searches(turn: Turn) -> RecordedSearches:
+    returned: dict[int, None] = {}
+    matched: set[int] = set()
+    blocked: set[int] = set()
+    matches_only = False
+    events = list(
+        turn.search_events.order_by("created_at", "id").values_list(
+            "returned_message_ids", "selected", "blocked_message_ids"
+        )
+    )
+    for returned_ids, selected, blocked_ids in events:
+        hits = [int(hit["message_id"]) for hit in selected]
+        matched.update(hits)
+        blocked.update(blocked_ids)
+        if hits and not returned_ids:
+            matches_only = True
+        returned.update(dict.fromkeys(returned_ids or hits))
+    return RecordedSearches(
+        searches=len(events),
+        returned=list(returned),
+        matched=matched,
+        blocked=blocked & set(returned),
+        matches_only=matches_only,
+    )
+
+
+def _eligible_message_ids(perspective: Perspective, message_ids: Sequence[int]) -> set[int]:
+    """Which of ``message_ids`` the eligibility module admits for ``perspective`` now."""
+    if not message_ids:
+        return set()
+    eligible = EligibleMessages(perspective)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.id FROM {eligible.owned()} WHERE m.id = ANY(%(ids)s::bigint[]) AND {eligible.predicate()}",
+            {**eligible.params(), "ids": sorted(set(message_ids))},
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def messages_within_ceilings(user: Viewer, turn: Turn, message_ids: Iterable[int]) -> set[int]:
+    """Ids among ``message_ids`` this viewer may see on ``turn``'s page: the stricter of two ceilings,
+    as for traced beliefs. Each message must be eligible now, by :class:`EligibleMessages` (evidence,
+    audience, lineage), both for the turn's own destination (the ceiling the search ran under,
+    re-checked so that a link undone or a conversation deleted since hides it) and for a direct
+    conversation with one of the viewer's actors on the agent, in the turn's conversation; and its
+    own conversation must be one the viewer could read, so the page never shows a message its
+    message page would refuse."""
+    ids = sorted(set(message_ids))
+    destinations = _viewer_destinations(user, turn.agent_id)
+    if not ids or not destinations:
+        return set()
+    conversation_id = turn.session.conversation_id
+    recall_ceiling = Perspective(
+        agent_id=turn.agent_id,
+        destination=turn.audience,
+        conversation_id=conversation_id,
+        linked_readers=linked_readers_for(turn.agent_id, turn.audience),
+    )
+    within = _eligible_message_ids(recall_ceiling, ids)
+    viewer: set[int] = set()
+    for audience, linked in destinations:
+        viewer |= _eligible_message_ids(
+            Perspective(
+                agent_id=turn.agent_id, destination=audience, conversation_id=conversation_id, linked_readers=linked
+            ),
+            sorted(within - viewer),
+        )
+    return set(
+        Message.objects.filter(pk__in=viewer, conversation__in=readable_conversations(user)).values_list(
+            "pk", flat=True
+        )
+    )
+
+
+def history_finds(user: Viewer, turn: Turn, recorded: RecordedSearches) -> HistoryFinds:
+    """The past messages the turn's history searches put in front of the agent, as recorded, within
+    both ceilings; withheld ones and those above a ceiling are counted, never shown."""
+    with_text = recorded.with_text
+    visible = messages_within_ceilings(user, turn, with_text)
+    rows = {m.pk: m for m in Message.objects.filter(pk__in=visible).select_related("conversation__connector", "actor")}
+    messages = [
+        ShownMessage(
+            message_id=m.pk,
+            conversation=str(m.conversation),
+            author=m.actor.label if m.actor is not None else "The agent",
+            created_at=m.created_at,
+            body=m.body,
+            matched=m.pk in recorded.matched,
+        )
+        for m in (rows[message_id] for message_id in with_text if message_id in rows)
+    ]
+    return HistoryFinds(
+        searches=recorded.searches,
+        in_front=len(with_text),
+        blocked=len(recorded.blocked),
+        messages=messages,
+        matches_only=recorded.matches_only,
     )
 
 

@@ -38,7 +38,9 @@ def card(page: Any, memory_id: str, moment: str | None = None) -> Any:
 def reject(page: Any, memory_id: str, button: str, *, moment: str | None = None, correction: str = "") -> str:
     """Open the item's "is something wrong" panel, apply one kind, return the confirmation shown."""
     item = card(page, memory_id, moment)
-    item.locator("summary").click()
+    if item.locator("details.memory").get_attribute("open") is None:  # merely available: collapsed
+        item.locator("summary.card-head").click()
+    item.locator("details.reject > summary").click()
     if correction:
         item.locator("textarea").fill(correction)
     with page.expect_navigation():
@@ -71,7 +73,8 @@ def test_a_user_sees_what_the_agent_knew_and_corrects_it(live_world: World, page
     screenshot(page, "turn-view")
 
     page.set_viewport_size(PHONE)
-    card(page, tea).locator("summary").click()
+    card(page, tea).locator("summary.card-head").click()
+    card(page, tea).locator("details.reject > summary").click()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing overflows sideways
     screenshot(page, "turn-view-phone")
     page.set_viewport_size(DESKTOP)
@@ -89,7 +92,7 @@ def test_a_user_sees_what_the_agent_knew_and_corrects_it(live_world: World, page
     assert Rejection.objects.filter(user=world.alice).count() == 4
     assert card(page, lisbon).locator(".badge.gone").inner_text() == "since retired"
     assert card(page, tea).locator(".badge.gone").inner_text().startswith("since changed: [m:")
-    assert card(page, lisbon).locator("details").count() == 0  # nothing left to reject on a retired belief
+    assert card(page, lisbon).locator("details.reject").count() == 0  # nothing left to reject on a retired belief
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "turn-view-corrected")
 

@@ -154,6 +154,11 @@ APPEND_ONLY = [
     pytest.param(
         AppendOnly(ConversationSearchEvent, _search_event, "query_digest", "c" * 64), id="ConversationSearchEvent"
     ),
+    pytest.param(
+        # What the turn page lists as the messages a search put in front of the agent.
+        AppendOnly(ConversationSearchEvent, _search_event, "returned_message_ids", [1, 2]),
+        id="ConversationSearchEvent.returned_message_ids",
+    ),
     pytest.param(AppendOnly(MemoryOperation, _operation, "kind", Operation.FORGET), id="MemoryOperation"),
     pytest.param(AppendOnly(Rejection, _rejection, "correction", "It was never true."), id="Rejection"),
     pytest.param(AppendOnly(RecallTraceItem, _trace_item, "reason", "rewritten history"), id="RecallTraceItem"),

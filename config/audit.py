@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection, transaction
 
-from config.replica import on_primary
+from config.replica import on_primary, replica_configured
 
 _SUBKEY_LABEL = b"engram/audit-digest/v1"
 
@@ -41,12 +41,17 @@ def read_audit_transaction() -> Iterator[None]:
     setting is left alone, so the caller's other writes keep their durability, and the block takes
     no savepoint (two round trips): a failed audit write fails the read and, with it, the caller's
     transaction; no caller catches that failure and goes on in the same transaction.
+
+    With a read replica configured the commit waits for the flush after all: a routed read waits for
+    the replica to replay the primary's WAL position, and WAL left unflushed by an asynchronous commit
+    reaches the replica only when the WAL writer flushes it, so the next routed read would wait up to
+    that delay (``config.replica``).
     """
     # A read served by the replica writes its audit on the primary (config.replica).
     with on_primary():
         outermost = not connection.in_atomic_block
         with transaction.atomic(savepoint=False):
-            if outermost:
+            if outermost and not replica_configured():
                 with connection.cursor() as cursor:
                     cursor.execute("SET LOCAL synchronous_commit TO OFF")
             yield

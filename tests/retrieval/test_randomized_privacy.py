@@ -43,6 +43,9 @@ pytestmark = pytest.mark.django_db
 
 SEED = 20250301
 RECALLS = 2_000
+#: On the replica every recall first waits for the replica to replay the previous recall's audit row
+#: (read-your-writes), so the routed run is shorter; the rule it checks is the same SQL.
+REPLICA_RECALLS = 400
 
 # --------------------------------------------------------------------------------------------------
 # The oracle: plain Python over ORM rows.
@@ -123,6 +126,10 @@ def test_recall_never_returns_what_the_oracle_forbids() -> None:
     """Thousands of random recalls return only items the independent oracle admits: same agent, live
     current revision, active/provisional and valid now, restriction and portability respected, and a
     source audience (with identity links) or an unrevoked grant that reaches the destination."""
+    check_random_recalls(RECALLS)
+
+
+def check_random_recalls(recalls_wanted: int) -> None:
     rng = random.Random(SEED)
     started = time.perf_counter()
     worlds = build_world(rng)
@@ -147,7 +154,7 @@ def test_recall_never_returns_what_the_oracle_forbids() -> None:
     paths: Counter[str] = Counter()
     withheld_unknown = 0
     budget = task_budget()
-    for case in range(RECALLS):
+    for case in range(recalls_wanted):
         world = rng.choice(worlds)
         conversation = rng.choice(world.conversations)
         requester = random_requester(rng, world, conversation)
@@ -189,7 +196,7 @@ def test_recall_never_returns_what_the_oracle_forbids() -> None:
     assert not leaks, f"{len(leaks)} leaks, first ones:\n" + "\n".join(leaks[:20])
 
     # The run must have been able to fail: it returned items, along every path and from every kind.
-    assert checked >= RECALLS // 2
+    assert checked >= recalls_wanted // 2
     assert set(destination_kinds) == {"public", "workspace", "members", "external"}
     # Unknown and "nobody" revisions never appear: no grant can vouch for them (the oracle checks it).
     assert {"public", "workspace", "members", "external"} <= set(origin_kinds)
@@ -205,7 +212,7 @@ def test_recall_never_returns_what_the_oracle_forbids() -> None:
 def test_recall_on_a_streaming_replica_never_returns_what_the_oracle_forbids(routed_replica: ReplicaStats) -> None:
     """The same contract with every recall served by a streaming read replica (``config.replica``):
     the replica's eligibility SQL admits exactly what the oracle, reading the primary, allows."""
-    test_recall_never_returns_what_the_oracle_forbids()
+    check_random_recalls(REPLICA_RECALLS)
     # Routed for real: each recall read the replica (none fell back), only its audit the primary.
-    assert routed_replica.served == RECALLS, routed_replica
+    assert routed_replica.served == REPLICA_RECALLS, routed_replica
     assert not (routed_replica.lagging or routed_replica.unavailable or routed_replica.failed), routed_replica

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "accounts",
     "history",
     "memory",
+    "demo",  # the first-run demo workspace (commands only)
     "bench",  # benchmark, load and fault commands (not product code)
 ]
 

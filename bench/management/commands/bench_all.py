@@ -82,11 +82,11 @@ from bench.management.commands import bench_history, bench_recall, bench_turn
 from bench.management.commands.bench_embed import embed_corpus, pool_rate, worker_throughput
 from bench.management.commands.eval_locomo import evaluate_conversation
 from history.models import Conversation, Message, agent_terms_match
-from history.search import MAX_LIMIT
 from history.services import IngestItem, messages_ingest_batch
 from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
 from memory.models import MemoryEntry, RevisionEmbedding, typed_vector
+from memory.retrieval.history_search import MAX_LIMIT
 
 TENANT_PREFIX = "bench-all"
 DEFAULTS = {"messages": 1_000_000, "revisions": 200_000, "agents": 100, "tenants": 20}

@@ -58,8 +58,8 @@ from bench.harness.stats import percentile
 from bench.locomo import load_locomo
 from history.audience import Audience
 from history.models import Conversation, Message, agent_terms_match
-from history.search import HistoryQuery, search_history
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
 
 TENANT_SLUG = "bench-history"
 PEOPLE_PER_AGENT = 12

@@ -42,11 +42,12 @@ import django
 django.setup()
 try:
     from bench.management.commands import bench_history, bench_recall
+    from memory.retrieval.history_search import HistoryQuery, search_history
 except ImportError:  # a checkout from before the bench app held the benchmark commands
     from history.management.commands import bench_history
+    from history.search import HistoryQuery, search_history
     from memory.management.commands import bench_recall
 from history.models import Conversation
-from history.search import HistoryQuery, search_history
 from memory.retrieval.eligibility import perspective_for_conversation
 from accounts.models import RuntimeAgent
 

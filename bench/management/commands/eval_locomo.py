@@ -45,11 +45,11 @@ from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Sum
 from bench.locomo import LocomoConversation, load_locomo
 from bench.management.commands.import_locomo import import_conversation
 from history.models import Conversation, Message
-from history.search import MAX_LIMIT, HistoryQuery, search_history
 from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import MAX_LIMIT, HistoryQuery, search_history
 from memory.retrieval.query import form_query
 from memory.retrieval.render import MAX_ALLOWANCE
 from memory.retrieval.service import Budget, recall

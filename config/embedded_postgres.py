@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     action = parser.parse_args(argv).action
 
     os.environ["ENGRAM_EMBEDDED_POSTGRES_AUTOSTART"] = "0"
-    from config import settings
+    # Through Django's lazy settings, as app code reads them: the settings module itself imports this
+    # one to start the server, so importing it back would make the two a cycle.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.conf import settings
 
     data_dir: Path = settings.EMBEDDED_POSTGRES_DIR
     if action == "start":

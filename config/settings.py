@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "accounts",
     "history",
     "memory",
+    "demo",  # the first-run demo workspace (commands only)
     "bench",  # benchmark, load and fault commands (not product code)
 ]
 
@@ -171,7 +172,7 @@ LOGOUT_REDIRECT_URL = "/login/"
 # The largest request body read into memory; a bigger one answers 413 request_too_large. The default
 # fits the largest valid ingest batch (500 messages of 20,000 characters) of mostly ASCII text.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("ENGRAM_MAX_REQUEST_BYTES", str(16 * 1024 * 1024)))
-# The benchmark data folder (LoCoMo under locomo/); empty: looked for beside the checkout (memory/bench/corpus.py).
+# The benchmark data folder (LoCoMo under locomo/); empty: looked for beside the checkout (bench/harness/corpus.py).
 ENGRAM_BENCH_DIR = os.environ.get("ENGRAM_BENCH_DIR", "")
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
+from config.indexer import notify_indexer
 from config.rows import fetch_one, fetch_where
 from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
-from memory.embeddings.index import notify_indexer
 
 
 # Called inside an ingest batch, whose failure is whole: no savepoint (get_or_create takes its own).

@@ -65,6 +65,7 @@ from memory.models import (
     SharingState,
     short_id,
 )
+from memory.previews import ConversationPreviewAdmin, TurnPreviewAdmin  # noqa: F401 (registers them)
 from memory.services import (
     KEEP,
     Provenance,

@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from accounts.models import Actor, RuntimeAgent
 from config.errors import Conflict, NotFound, Unprocessable
+from config.indexer import notify_indexer
 from history.audience import Audience, most_restrictive
 from history.models import Conversation, Message, MessageDirection, MessageSourceEvidence, Turn
-from memory.embeddings.index import notify_indexer
 from memory.fingerprint import is_rejected
 from memory.models import (
     Authority,

@@ -27,7 +27,6 @@ from config.errors import Conflict, NotFound, ServiceError, Unprocessable
 from config.read_workers import read_workers
 from config.rows import fetch_all, fetch_one, instances, select_list
 from history.models import Conversation, Message, MessageDirection, Session, SessionKind, Turn, TurnState
-from history.search import HistoryQuery, search_history
 from history.services import reply_record
 from memory.claims import UnsupportedClaim, ledger_instruction, unsupported_claims
 from memory.models import (
@@ -47,6 +46,7 @@ from memory.retrieval.eligibility import (
     Perspective,
     perspective_for_turn,
 )
+from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.moments import session_snapshot, turn_recall
 from memory.retrieval.query import form_query
 from memory.retrieval.service import RecallResult, recall, task_budget

@@ -168,22 +168,3 @@ def record_failure(error: BaseException) -> None:
 
 def pending_count() -> int:
     return IndexOutbox.objects.filter(processed_at__isnull=True).count()
-
-
-_NOTIFY = "memory.tasks.embed_pending"
-
-
-def notify_indexer() -> None:
-    """Ask a worker to drain the outbox once the current transaction commits (at most once per
-    transaction). If the broker is down the periodic drain still catches up: nothing depends on it."""
-    if not settings.ENGRAM_NOTIFY_INDEXER:
-        return
-    if any(getattr(func, "__name__", "") == "_send_embed_pending" for _, func, *_ in connection.run_on_commit):
-        return
-    transaction.on_commit(_send_embed_pending, robust=True)
-
-
-def _send_embed_pending() -> None:
-    from config.celery import app
-
-    app.send_task(_NOTIFY)

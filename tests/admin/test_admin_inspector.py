@@ -358,16 +358,16 @@ def test_trace_page_shows_the_rendered_block_and_items_in_order(admin_client: Cl
 def test_turn_preview_calls_the_one_retrieval_service(admin_client: Client, world: World, monkeypatch):
     """The preview is ``recall`` with the turn's perspective, the query formed from its inbound
     message, and the preview moment; its trace belongs to no session or turn."""
-    import history.admin as history_admin
+    import memory.previews as previews
 
     calls: list[dict[str, Any]] = []
-    real_recall = history_admin.recall
+    real_recall = previews.recall
 
     def spy(**kwargs: Any) -> Any:
         calls.append(kwargs)
         return real_recall(**kwargs)
 
-    monkeypatch.setattr(history_admin, "recall", spy)
+    monkeypatch.setattr(previews, "recall", spy)
     turn = turn_of(world)
     turn_page = admin_client.get(change_url(turn)).content.decode()
     url = reverse("admin:history_turn_preview", args=[turn.pk])

@@ -24,7 +24,7 @@ from django.db.models import Model
 from django.test import Client
 
 from accounts.models import OperatorScope, Tenant
-from memory.management.commands.bench_recall import TENANT_SLUG, Spec, ensure_corpus
+from bench.management.commands.bench_recall import TENANT_SLUG, Spec, ensure_corpus
 from memory.models import MemoryEntry, MemoryRevision, RevisionConflict, SharingRequest
 from tests.admin.test_admin_pages import (  # the autouse fixture skips embedding pages without pgvector
     ALL_MODELS,

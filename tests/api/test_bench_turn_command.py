@@ -15,10 +15,10 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from accounts.services import api_key_create
+from bench.harness.server import served_process
+from bench.harness.stats import percentile
+from bench.management.commands import bench_turn
 from history.models import Conversation, Message, Session, Turn, TurnState
-from memory.bench.server import served_process
-from memory.bench.stats import percentile
-from memory.management.commands import bench_turn
 from memory.models import MemoryEntry, MemoryRevision
 from memory.services import entry_forget
 

@@ -21,11 +21,11 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import UserActor
-from history.admin import recall_preview
 from history.models import Conversation, Turn
-from history.search import HistoryQuery, search_history
 from memory.models import RecallTrace, SharingGrant
+from memory.previews import recall_preview
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.selectors import items_within_ceilings, turn_traces
 from memory.sharing import grant_revoke
 from tests.api.conftest import Runtime

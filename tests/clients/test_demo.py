@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from accounts.management.commands.load_demo import DEMO_PASSWORD
 from accounts.models import ApiKey
+from demo.management.commands.load_demo import DEMO_PASSWORD
 from history.models import Turn
 from memory.models import MemoryRevision
 from tests.browser import screenshot

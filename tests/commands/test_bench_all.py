@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import RuntimeAgent, Tenant
+from bench.management.commands.bench_all import AllSpec, Corpus
 from history.models import Message
-from memory.management.commands.bench_all import AllSpec, Corpus
 from memory.models import IndexOutbox, MemoryEntry
 from tests.history.test_eval_locomo_command import SAMPLE
 

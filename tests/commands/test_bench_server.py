@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from memory.bench.server import CpuAccount, process_tree_cpu_seconds
+from bench.harness.server import CpuAccount, process_tree_cpu_seconds
 
 #: A child that spins until it has used ``seconds`` of CPU.
 BUSY = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass"

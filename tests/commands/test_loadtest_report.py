@@ -6,8 +6,8 @@ import io
 import json
 from typing import Any
 
-from memory.bench.server import CpuAccount
-from memory.management.commands.loadtest import Command
+from bench.harness.server import CpuAccount
+from bench.management.commands.loadtest import Command
 
 
 def reported(result: dict[str, Any], cpu: CpuAccount | None = None) -> dict[str, Any]:

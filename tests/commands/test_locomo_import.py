@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import Actor, Connector
+from bench.locomo import canonical_dia_id, parse_locomo, parse_session_datetime
 from history.audience import Audience
-from history.locomo import canonical_dia_id, parse_locomo, parse_session_datetime
 from history.models import Conversation, EvidenceMethod, Message, MessageSourceEvidence
 
 SAMPLE = [

@@ -20,8 +20,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from history.audience import Audience
-from history.search import HistoryQuery, search_history
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.query import form_query
 from memory.retrieval.service import recall, task_budget
 from tests.factories import ActorFactory, ConversationFactory, make_message, make_revision

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from django.db import connection
 
+from bench.management.commands.bench_recall import Spec, ensure_corpus
 from history.models import Conversation
 from memory.embeddings import search as semantic_search
 from memory.embeddings.index import ensure_generation
-from memory.management.commands.bench_recall import Spec, ensure_corpus
 from memory.models import MemoryRevision, RevisionEmbedding
 from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
 

@@ -1,4 +1,4 @@
-"""Retrieval metrics (``history.evaluation``) on hand-computed examples."""
+"""Retrieval metrics (``bench.evaluation``) on hand-computed examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from history.evaluation import (
+from bench.evaluation import (
     Evaluation,
     Summary,
     deduplicated,

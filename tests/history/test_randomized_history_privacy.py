@@ -43,10 +43,17 @@ from accounts.models import Connector
 from config.replica import ReplicaStats
 from history.audience import Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
-from history.search import DEFAULT_LIMIT, MAX_LIMIT, FoundMessage, HistoryQuery, HistoryResult, search_history
 from history.services import conversation_upsert, message_ingest, reply_record
 from memory.models import SharingGrant
 from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
+from memory.retrieval.history_search import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    FoundMessage,
+    HistoryQuery,
+    HistoryResult,
+    search_history,
+)
 from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import content_terms
 from tests.fuzz_world import (

@@ -24,8 +24,8 @@ from history.models import (
     Session,
     Turn,
 )
-from history.search import TURN_EVIDENCE_CEILING, HistoryQuery, HistoryResult, search_history
 from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
+from memory.retrieval.history_search import TURN_EVIDENCE_CEILING, HistoryQuery, HistoryResult, search_history
 from memory.retrieval.providers import ArmHit
 from memory.services import Belief, Provenance, memory_remember
 from tests.factories import (

@@ -13,7 +13,9 @@ from django.utils import timezone
 
 from accounts.models import Actor, Connector, RuntimeAgent
 from history.models import Conversation, EvidenceMethod, Message, Session, Turn
-from history.search import (
+from history.services import message_ingest
+from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation, perspective_for_turn
+from memory.retrieval.history_search import (
     CURRENT_WINDOW,
     POLICY_VERSION,
     WEIGHTS,
@@ -21,8 +23,6 @@ from history.search import (
     HistoryResult,
     search_history,
 )
-from history.services import message_ingest
-from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation, perspective_for_turn
 from memory.retrieval.providers import ArmHit
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
 

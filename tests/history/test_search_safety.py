@@ -11,8 +11,8 @@ import pytest
 
 from accounts.models import Actor
 from history.models import Conversation, ConversationSearchEvent
-from history.search import FoundMessage, HistoryQuery, HistoryResult, search_history
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import FoundMessage, HistoryQuery, HistoryResult, search_history
 from memory.retrieval.safety import INJECTION, SECRET
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, public_channel
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pytest
 
 from accounts.models import Actor, Connector
-from history import search
 from history.models import Conversation, ConversationSearchEvent
-from history.search import HistoryQuery, HistoryResult, search_history
+from memory.retrieval import history_search
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, HistoryResult, search_history
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, direct_conversation, public_channel
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +37,7 @@ class Room(Speaks):
 
 @pytest.fixture
 def room(monkeypatch: pytest.MonkeyPatch) -> Room:
-    monkeypatch.setattr(search, "CANDIDATE_CAP", 3)
+    monkeypatch.setattr(history_search, "CANDIDATE_CAP", 3)
     agent = AgentFactory.create()
     connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
     alice, bob = (ActorFactory.create(connector=connector, display_name=n) for n in ("Alice", "Bob"))

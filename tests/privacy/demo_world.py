@@ -18,9 +18,9 @@ from django.db.models import Model
 
 from accounts.models import Actor, RuntimeAgent
 from history.models import Conversation, Turn
-from history.search import HistoryQuery, search_history
 from memory.models import MemoryRevision
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.query import form_query
 from memory.retrieval.service import recall, task_budget
 from tests.api.conftest import Runtime, runtime_for

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.management.commands.load_demo import START
 from accounts.models import Tenant
+from demo.management.commands.load_demo import START
 from history.models import Message, MessageDirection
 from memory.erasure import retention_enforce, retention_plan
 from memory.models import EntryStatus, ErasureEvent, ErasureKind, MemoryEntry, MemoryEvidence, MemoryRevision

@@ -16,9 +16,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from accounts.management.commands.load_demo import AGENT_NAME, load
 from accounts.models import Actor, IdentityLink, OperatorScope, RuntimeAgent, UserActor
 from config.errors import Conflict, NotFound, Unprocessable
+from demo.management.commands.load_demo import AGENT_NAME, load
 from history.models import Conversation, EvidenceMethod, Turn
 from history.services import message_ingest
 from memory.models import (

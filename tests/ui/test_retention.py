@@ -12,7 +12,6 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from history.models import Conversation, Message, MessageSearchDocument, MessageSourceEvidence, Session, Turn
-from history.search import HistoryQuery, search_history
 from memory.embeddings.index import vectors_stored
 from memory.models import (
     IndexOutbox,
@@ -32,6 +31,7 @@ from memory.models import (
 from memory.rejections import rejection_record
 from memory.retention import conversation_delete
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.query import RecallQuery, form_query
 from memory.retrieval.service import recall, task_budget
 from memory.tasks import expire_trace_operator_fields

@@ -44,10 +44,10 @@ from django.db import connection, connections
 
 from accounts.models import RuntimeAgent, Tenant
 from accounts.services import api_key_create
+from bench.management.commands.fault_db_restart import REQUEST_TIMEOUT_S, Client, check, read_ledgers
 from config.celery import app as celery_app
 from history.models import Message
 from memory.embeddings.index import ensure_generation, target_generations
-from memory.management.commands.fault_db_restart import REQUEST_TIMEOUT_S, Client, check, read_ledgers
 from memory.models import IndexOutbox, MemoryRevision, MessageEmbedding, RevisionEmbedding
 
 SCENARIOS = ("replica", "worker", "redis", "primary")

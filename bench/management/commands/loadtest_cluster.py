@@ -28,11 +28,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.bench.corpus import settle
-from memory.bench.server import served_process
-from memory.bench.stats import percentile
-from memory.management.commands.loadtest import Command as LoadtestCommand
-from memory.management.commands.loadtest import LoadSpec, LocustRun, build_plan, ensure_corpus
+from bench.harness.corpus import settle
+from bench.harness.server import served_process
+from bench.harness.stats import percentile
+from bench.management.commands.loadtest import Command as LoadtestCommand
+from bench.management.commands.loadtest import LoadSpec, LocustRun, build_plan, ensure_corpus
 
 
 class Command(BaseCommand):

@@ -26,10 +26,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 from tqdm import tqdm
 
-from memory.bench.corpus import locomo_dev_path, settle
-from memory.bench.stats import percentile
+from bench.harness.corpus import locomo_dev_path, settle
+from bench.harness.stats import percentile
+from bench.management.commands.bench_recall import WARMUP, Bench, Spec, ensure_corpus
 from memory.embeddings.index import _embed_revisions, ensure_generation, semantic_enabled
-from memory.management.commands.bench_recall import WARMUP, Bench, Spec, ensure_corpus
 from memory.models import MemoryRevision, RevisionEmbedding
 
 WORKER_SCRIPT = """
@@ -37,7 +37,7 @@ import json, resource, sys, time
 import django
 django.setup()
 from django.conf import settings
-from history.locomo import load_locomo
+from bench.locomo import load_locomo
 from memory.embeddings.model import embedding_model
 
 count = int(sys.argv[1])

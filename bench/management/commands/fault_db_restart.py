@@ -45,10 +45,10 @@ from django.db import connection
 
 from accounts.models import RuntimeAgent, Tenant
 from accounts.services import api_key_create
+from bench.harness import http_client
+from bench.harness.server import served
 from config import embedded_postgres
 from history.models import Message, MessageDirection, MessageSearchDocument, MessageSourceEvidence
-from memory.bench import http_client
-from memory.bench.server import served
 from memory.models import MemoryEntry, MemoryEvidence, MemoryOperation, MemoryRevision
 
 TENANT_SLUG = "fault-db-restart"

@@ -16,7 +16,7 @@ from typing import ClassVar
 from django.conf import settings
 from django.db import connection
 
-from history.management.commands.eval_locomo import ANALYZED_TABLES
+from bench.management.commands.eval_locomo import ANALYZED_TABLES
 
 #: The tables a corpus load writes (those the LoCoMo evaluation analyses after its import, the search
 #: sidecars and vectors among them) and the grants recall's eligibility reads.

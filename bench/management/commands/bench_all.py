@@ -72,22 +72,21 @@ from pgvector.django import CosineDistance
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
-from history.evaluation import OVERALL_CATEGORIES, Evaluation, QuestionScore, recall_at_k
-from history.locomo import LocomoConversation, load_locomo
-from history.management.commands import bench_history
-from history.management.commands.eval_locomo import evaluate_conversation
+from bench.evaluation import OVERALL_CATEGORIES, Evaluation, QuestionScore, recall_at_k
+from bench.harness.corpus import CorpusSpec, locomo_dev_path, settle
+from bench.harness.machine import cpu_probe_seconds
+from bench.harness.report import write_report
+from bench.harness.stats import percentile
+from bench.locomo import LocomoConversation, load_locomo
+from bench.management.commands import bench_history, bench_recall, bench_turn
+from bench.management.commands.bench_embed import embed_corpus, pool_rate, worker_throughput
+from bench.management.commands.eval_locomo import evaluate_conversation
 from history.models import Conversation, Message, agent_terms_match
-from history.search import MAX_LIMIT
 from history.services import IngestItem, messages_ingest_batch
-from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
-from memory.bench.machine import cpu_probe_seconds
-from memory.bench.report import write_report
-from memory.bench.stats import percentile
 from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
-from memory.management.commands import bench_recall, bench_turn
-from memory.management.commands.bench_embed import embed_corpus, pool_rate, worker_throughput
 from memory.models import MemoryEntry, RevisionEmbedding, typed_vector
+from memory.retrieval.history_search import MAX_LIMIT
 
 TENANT_PREFIX = "bench-all"
 DEFAULTS = {"messages": 1_000_000, "revisions": 200_000, "agents": 100, "tenants": 20}

@@ -12,9 +12,9 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from accounts.management.commands.load_demo import AGENT_NAME, TENANT_SLUG
 from accounts.models import ApiKey, RuntimeAgent
 from accounts.services import api_key_create, api_key_revoke
+from demo.management.commands.load_demo import AGENT_NAME, TENANT_SLUG
 
 LABEL = "demo (run banner)"
 

@@ -18,8 +18,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from accounts.demo_turns import demo_turns_run
 from accounts.models import Actor, Connector, IdentityLink, RuntimeAgent, Tenant, UserActor
+from demo.turns import demo_turns_run
 from history.audience import Audience
 from history.models import Conversation, EvidenceMethod, Message
 from history.services import conversation_upsert, message_ingest

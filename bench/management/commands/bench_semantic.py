@@ -27,24 +27,27 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from tqdm import tqdm
 
-from history.management.commands import bench_history
+from bench.harness.corpus import settle
+from bench.harness.server import server_env
+from bench.harness.stats import percentile
+from bench.management.commands import bench_history, bench_recall
+from bench.management.commands.bench_embed import embed_corpus
 from history.models import Message
-from memory.bench.corpus import settle
-from memory.bench.server import server_env
-from memory.bench.stats import percentile
 from memory.embeddings.index import _embed_messages, ensure_generation, semantic_enabled
-from memory.management.commands import bench_recall
-from memory.management.commands.bench_embed import embed_corpus
 from memory.models import MessageEmbedding
 
 WORKER_SCRIPT = """
 import json, random, sys, time
 import django
 django.setup()
-from history.management.commands import bench_history
+try:
+    from bench.management.commands import bench_history, bench_recall
+    from memory.retrieval.history_search import HistoryQuery, search_history
+except ImportError:  # a checkout from before the bench app held the benchmark commands
+    from history.management.commands import bench_history
+    from history.search import HistoryQuery, search_history
+    from memory.management.commands import bench_recall
 from history.models import Conversation
-from history.search import HistoryQuery, search_history
-from memory.management.commands import bench_recall
 from memory.retrieval.eligibility import perspective_for_conversation
 from accounts.models import RuntimeAgent
 

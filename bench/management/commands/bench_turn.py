@@ -9,7 +9,7 @@ second run with the same arguments finds and reuses it.
 It then issues an API key, starts gunicorn (``config.wsgi``, two sync workers, as ``scripts/run`` does)
 on a free loopback port against the same database (the name in ``settings.DATABASES``, so a test
 database too), and drives T turns through HTTP with the standard library's client
-(:mod:`memory.bench.http_client`), each as a runtime would:
+(:mod:`bench.harness.http_client`), each as a runtime would:
 
 1. ``ingest``: POST /api/v1/messages with the inbound message;
 2. ``turn_start``: POST /api/v1/sessions/{id}/turns, loading the conversation's last five messages;
@@ -38,7 +38,7 @@ for the turn with ingest, and the CPU time a turn (ingest included) cost gunicor
 and the database server (its postmaster and backends, when it runs on this machine); the last line is
 one JSON object: ``{"turns", "conversations", "withheld", "p50_ms", "p95_ms", "with_ingest": {"p50_ms",
 "p95_ms"}, "steps": {step: {"p50_ms", "p95_ms"}}, "cpu_ms_per_turn": {"server", "database"},
-"cpu_probe_s": {"before", "after"}}``: the probe (``memory/bench/machine.py``) times a fixed Python loop
+"cpu_probe_s": {"before", "after"}}``: the probe (``bench/harness/machine.py``) times a fixed Python loop
 just before and after the turns, so that runs on a machine whose speed drifts can be compared.
 The server is stopped whatever happens.
 
@@ -73,13 +73,13 @@ from django.db.models import Count
 
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
+from bench.harness import http_client
+from bench.harness.corpus import settle
+from bench.harness.machine import cpu_probe_seconds
+from bench.harness.server import CpuAccount, database_server_pid, served_process
+from bench.harness.stats import percentile
+from bench.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
 from history.models import Conversation, Message, MessageDirection
-from memory.bench import http_client
-from memory.bench.corpus import settle
-from memory.bench.machine import cpu_probe_seconds
-from memory.bench.server import CpuAccount, database_server_pid, served_process
-from memory.bench.stats import percentile
-from memory.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
 from memory.models import MemoryEntry
 from memory.retrieval.query import content_terms
 
@@ -421,7 +421,7 @@ WITHHELD: dict[str, Any] = {"withheld": True}
 
 
 class Client:
-    """A runtime's HTTP client carrying the agent's key (:mod:`memory.bench.http_client`)."""
+    """A runtime's HTTP client carrying the agent's key (:mod:`bench.harness.http_client`)."""
 
     def __init__(self, base_url: str, secret: str) -> None:
         self.base_url = base_url

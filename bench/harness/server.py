@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
 
-from memory.bench import http_client
+from bench.harness import http_client
 
 SERVER_START_TIMEOUT_S = 60.0
 #: Lines of the server's log added to a failure raised while it serves.

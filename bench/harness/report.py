@@ -99,7 +99,7 @@ def markdown(result: dict[str, Any], paths: dict[str, Path]) -> str:
         "",
         f"`{run['command']}`, {run['started_at']}, {run['seconds']:,.0f} s on {run['cpus']} CPUs (load average "
         f"{run['load_before']:.1f} before, {run['load_after']:.1f} after; CPU probe {run['cpu_probe_s']['before']} s "
-        f"before, {run['cpu_probe_s']['after']} s after: `memory/bench/machine.py`), {run['postgres']}. Figures are "
+        f"before, {run['cpu_probe_s']['after']} s after: `bench/harness/machine.py`), {run['postgres']}. Figures are "
         f"medians of {result['repeats']} repeated measurements ({result['queries']} questions, {result['turns']} HTTP "
         "turns each); latencies are wall times as the caller sees them.",
         "",

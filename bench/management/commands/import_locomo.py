@@ -16,8 +16,8 @@ from django.db import transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
+from bench.locomo import LocomoConversation, load_locomo
 from history.audience import Audience
-from history.locomo import LocomoConversation, load_locomo
 from history.models import EvidenceMethod, Message
 from history.services import conversation_upsert, message_ingest
 

@@ -17,7 +17,7 @@ then asked from that conversation, requested by speaker A.
 Modes: ``lexical`` runs the lexical arm only, ``semantic`` the semantic arm only, ``hybrid`` both (what
 the product does). For the last two the imported text is embedded first, by draining the index
 outbox inside the evaluation's transaction; that time is reported apart. The ranked turns are scored
-against the question's normalised evidence with :mod:`history.evaluation`.
+against the question's normalised evidence with :mod:`bench.evaluation`.
 
 The whole evaluation runs in one transaction that is rolled back at the end: the database is left
 exactly as it was, append-only rows (messages, memories, evidence, audit events, vectors) included.
@@ -41,15 +41,15 @@ from django.db import connection, transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
-from history.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
-from history.locomo import LocomoConversation, load_locomo
-from history.management.commands.import_locomo import import_conversation
+from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
+from bench.locomo import LocomoConversation, load_locomo
+from bench.management.commands.import_locomo import import_conversation
 from history.models import Conversation, Message
-from history.search import MAX_LIMIT, HistoryQuery, search_history
 from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import MAX_LIMIT, HistoryQuery, search_history
 from memory.retrieval.query import form_query
 from memory.retrieval.render import MAX_ALLOWANCE
 from memory.retrieval.service import Budget, recall

@@ -10,7 +10,7 @@ after the arguments, so a second run with the same arguments reuses them.
 It issues one API key per agent, starts gunicorn (``config.wsgi``, ``--workers`` processes of
 ``--threads`` threads: at most workers x threads database connections, well under PostgreSQL's 100)
 on a free 127.0.0.1 port against this process's database, and runs Locust headless as a subprocess
-on ``loadtest/locustfile.py`` (see its docstring for the workload): first ``--warmup`` seconds
+on ``bench/loadtest/locustfile.py`` (see its docstring for the workload): first ``--warmup`` seconds
 whose numbers are discarded, then ``--users`` simulated runtimes for ``--duration`` seconds
 (``--run-time``; each Locust run is also killed if it overruns by two minutes). Users are dealt
 round-robin over the agents.
@@ -25,7 +25,7 @@ JSON object ``{"users", "duration_s", "requests", "rps", "errors", "withheld", "
 server (None when it is remote) and Locust spent over the measured run, and ``cores_busy`` their sum
 over that run's wall time as a share of the machine's cores: the load generator shares the cores with
 the service, and a share near 1 means requests queue for a core, whatever their own cost. The probe
-(``memory/bench/machine.py``) is timed just before the server starts and just after it stops.
+(``bench/harness/machine.py``) is timed just before the server starts and just after it stops.
 gunicorn is stopped whatever happens; the database server is left as it was.
 """
 
@@ -48,18 +48,18 @@ from django.db import transaction
 
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
+from bench.harness.corpus import settle
+from bench.harness.machine import cpu_probe_seconds
+from bench.harness.server import CpuAccount, database_server_pid, served_process, server_env
+from bench.harness.stats import percentile
+from bench.management.commands.bench_recall import Spec, Statements, build_agent
+from bench.management.commands.bench_turn import load_chat
 from history.models import Conversation
-from memory.bench.corpus import settle
-from memory.bench.machine import cpu_probe_seconds
-from memory.bench.server import CpuAccount, database_server_pid, served_process, server_env
-from memory.bench.stats import percentile
-from memory.management.commands.bench_recall import Spec, Statements, build_agent
-from memory.management.commands.bench_turn import load_chat
 from memory.models import MemoryEntry
 from memory.retrieval.query import content_terms
 
 TENANT_SLUG = "loadtest"
-LOCUSTFILE = Path(settings.BASE_DIR) / "loadtest" / "locustfile.py"
+LOCUSTFILE = Path(settings.BASE_DIR) / "bench" / "loadtest" / "locustfile.py"
 #: How long a Locust run may overrun its --run-time (spawning, stop timeout, shutdown) before it is killed.
 LOCUST_GRACE_S = 120
 #: Seconds Locust lets a running task finish once the run time is up.
@@ -298,7 +298,7 @@ def _person(actor: Actor) -> dict[str, Any]:
 
 @dataclass
 class LocustRun:
-    """Headless Locust runs of ``loadtest/locustfile.py`` against one server."""
+    """Headless Locust runs of ``bench/loadtest/locustfile.py`` against one server."""
 
     base_url: str
     plan_path: Path

@@ -3,7 +3,7 @@
 ``bench_history [--messages 300000] [--agents 40] [--queries 300] [--seed 1] [--explain]`` builds,
 once, a corpus in the tenant ``bench-history``: A agents, each with a Slack connector, a dozen people
 and conversations of mixed audiences (two workspace channels, two private channels, four DMs), and N
-messages spread evenly over the agents. Message text is LoCoMo turns (``history.locomo`` reads
+messages spread evenly over the agents. Message text is LoCoMo turns (``bench.locomo`` reads
 ``/work/shared/bench/locomo/locomo_dev.json``), replicated and replayed in order from a random point
 per conversation; every message is inbound, posted by a reader of its conversation, and carries
 ``connector_signed`` source evidence. Agents are named after (N, A, seed), so a second run with the
@@ -53,13 +53,13 @@ from django.db import connection, transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
+from bench.harness.corpus import CorpusSpec, locomo_dev_path, settle
+from bench.harness.stats import percentile
+from bench.locomo import load_locomo
 from history.audience import Audience
-from history.locomo import load_locomo
 from history.models import Conversation, Message, agent_terms_match
-from history.search import HistoryQuery, search_history
-from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
-from memory.bench.stats import percentile
 from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
 
 TENANT_SLUG = "bench-history"
 PEOPLE_PER_AGENT = 12

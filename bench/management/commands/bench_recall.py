@@ -36,10 +36,10 @@ from django.test.utils import CaptureQueriesContext
 from tqdm import tqdm
 
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
+from bench.harness.corpus import CorpusSpec, locomo_dev_path, settle
+from bench.harness.stats import percentile
 from history.audience import Audience
 from history.models import Conversation
-from memory.bench.corpus import CorpusSpec, locomo_dev_path, settle
-from memory.bench.stats import percentile
 from memory.models import MemoryEntry
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query

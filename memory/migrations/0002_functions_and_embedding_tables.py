@@ -1,25 +1,54 @@
-"""The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, where the server has pgvector.
+"""Engram's lineage rule (config/database/sql/disclosure.sql), the revision sidecar's index and key, and
+the embedding tables where the server has pgvector.
 
-On a server without the extension (a stock PostgreSQL 15) the tables are not created at all and
-Engram runs lexical-only (``memory.embeddings.index.vectors_stored``): a ``vector`` column cannot be
-declared there, and an array stand-in cost a conversion for every distance computed. The models are
-in the migration state either way (:class:`memory.migrations._vector.WhereVectorExtension`).
+- The ``vector`` extension is created where the server has it. Without pgvector (for example a stock
+  PostgreSQL 15) the migration still succeeds and Engram runs lexical-only, saying so
+  (``memory.embeddings.index.vectors_stored``).
+- ``disclosure.sql``: ``engram_revisions_disclosable`` and ``engram_reply_lineage_allows``.
+- The sidecar's GIN index over ``engram_agent_lexemes`` (history/0002) and its key to its revision,
+  cascading in the database (the sidecar is written by trigger and never through Django).
+- The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, only where the
+  extension is installed (:class:`memory.migrations._vector.WhereVectorExtension`): a ``vector``
+  column cannot be declared elsewhere. Their models are in the migration state either way, so the code
+  can name them and ``makemigrations`` stays exact. The column has no fixed size (each generation's
+  model has its own); the HNSW indexes are over ``vector::vector(384)`` for the rows of 384
+  dimensions, exactly the expression the searches order by. Keys to revisions, messages and
+  generations cascade in the database and are not declared to Django (see the models).
 
-The column has no fixed size (each generation's model has its own); the HNSW indexes are declared on
-the models, over ``vector::vector(384)`` for the rows of 384 dimensions, which is exactly the
-expression the searches order by. The tables are empty when they are created, so the indexes are
-built at once, not concurrently. Keys to revisions, messages and generations cascade in the
-database and are not declared to Django (see the models).
+A later change to a function is an edit of its file plus a migration that re-applies it (docs/schema.md).
 """
 
 import django.contrib.postgres.indexes
+import django.contrib.postgres.search
 import django.db.models.deletion
 import django.db.models.functions.comparison
 import pgvector.django.indexes
 import pgvector.django.vector
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
+from config.database.sql import ApplySQL
 from memory.migrations._vector import WhereVectorExtension
+
+
+def create_vector_extension(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        if cursor.fetchone() is None:
+            return
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+
+SIDECAR_CASCADE = """
+ALTER TABLE memory_revisionsearchdocument
+    ADD CONSTRAINT revision_search_document_revision_fk
+    FOREIGN KEY (revision_id) REFERENCES memory_memoryrevision (id) ON DELETE CASCADE;
+"""
+
+DROP_SIDECAR_CASCADE = (
+    "ALTER TABLE memory_revisionsearchdocument DROP CONSTRAINT IF EXISTS revision_search_document_revision_fk;"
+)
 
 CASCADING_KEYS = [
     ("memory_revisionembedding", "revision_id", "memory_memoryrevision"),
@@ -33,14 +62,13 @@ def _key_name(table: str, column: str) -> str:
     return f"{table.removeprefix('memory_')}_{column}_fk"
 
 
-CASCADE_SQL = "".join(
+EMBEDDING_CASCADE = "".join(
     f"ALTER TABLE {table} ADD CONSTRAINT {_key_name(table, column)}"
     f" FOREIGN KEY ({column}) REFERENCES {target} (id) ON DELETE CASCADE;"
     for table, column, target in CASCADING_KEYS
 )
-DROP_CASCADE_SQL = "".join(
-    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {_key_name(table, column)};"
-    for table, column, _ in CASCADING_KEYS
+DROP_EMBEDDING_CASCADE = "".join(
+    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {_key_name(table, column)};" for table, column, _ in CASCADING_KEYS
 )
 
 
@@ -87,11 +115,51 @@ def _common_fields() -> list[tuple[str, models.Field]]:  # type: ignore[type-arg
 
 
 class Migration(migrations.Migration):
-    dependencies = [
+    # The chain this one squashed: a database migrated by it (before the squash) counts this one as
+    # applied. Drop the list once no such database is left.
+    replaces = [
+        ("memory", "0002_vector_extension_and_sidecar_cascade"),
+        ("memory", "0003_search_documents_keep_negation"),
+        ("memory", "0004_trace_records_rendered_labels"),
+        ("memory", "0005_perspective_consistency_guards"),
+        ("memory", "0006_lineage_rule"),
+        ("memory", "0008_grants_never_rescue_unknown_provenance"),
+        ("memory", "0009_lineage_walk_visits_each_ancestor_once"),
+        ("memory", "0010_recall_misses"),
+        ("memory", "0011_agent_qualified_search_terms"),
         ("memory", "0012_reply_lineage_reads_the_fold"),
+        ("memory", "0013_embeddings_stored_as_pgvector_where_available"),
+        ("memory", "0014_revisions_of_unknown_audience_indexed"),
+        ("memory", "0015_reply_lineage_trusts_folded_revision_audiences"),
+        ("memory", "0016_recall_trace_session_moment_index"),
+        ("memory", "0017_entry_current_revision_rule_on_update_only"),
+        ("memory", "0018_correction_authority"),
+        ("memory", "0019_grants_admit_only_their_conversation"),
+        ("memory", "0020_erasure_events"),
+    ]
+
+    dependencies = [
+        ("history", "0002_functions"),
+        ("memory", "0001_initial"),
     ]
 
     operations = [
+        # The extension outlives a rollback of this app: other databases' objects may depend on it.
+        migrations.RunPython(create_vector_extension, migrations.RunPython.noop),
+        ApplySQL("disclosure.sql", version=1),
+        migrations.AddIndex(
+            model_name="revisionsearchdocument",
+            index=django.contrib.postgres.indexes.GinIndex(
+                models.Func(
+                    models.F("agent_id"),
+                    models.F("tsv"),
+                    function="engram_agent_lexemes",
+                    output_field=django.contrib.postgres.search.SearchVectorField(),
+                ),
+                name="revision_search_agent_terms",
+            ),
+        ),
+        migrations.RunSQL(SIDECAR_CASCADE, DROP_SIDECAR_CASCADE),
         WhereVectorExtension(
             [
                 migrations.CreateModel(
@@ -146,7 +214,7 @@ class Migration(migrations.Migration):
                         ],
                     },
                 ),
-                migrations.RunSQL(CASCADE_SQL, DROP_CASCADE_SQL),
+                migrations.RunSQL(EMBEDDING_CASCADE, DROP_EMBEDDING_CASCADE),
             ],
             probe_table="memory_revisionembedding",
         ),

@@ -24,7 +24,7 @@ from config.database.sql import SQL_DIR, ApplySQL, created_functions, sql_versio
 
 #: The apps whose migrations build Engram's schema.
 ENGRAM_APPS = ("accounts", "history", "memory")
-#: The tables created only where the server has pgvector (memory/0002's WhereVectorExtension).
+#: The tables created only where the server has pgvector (memory/0003's WhereVectorExtension).
 VECTOR_TABLES = {"memory_revisionembedding", "memory_messageembedding"}
 #: A table with no model: per-key request counters (accounts/throttling.py).
 UNMODELLED_TABLES = {"accounts_apikeyratewindow"}

@@ -1,25 +1,21 @@
-"""Engram's lineage rule (config/database/sql/disclosure.sql), the revision sidecar's index and key, and
-the embedding tables where the server has pgvector.
+"""The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, where the server has
+pgvector.
 
 - The ``vector`` extension is created where the server has it. Without pgvector (for example a stock
-  PostgreSQL 15) the migration still succeeds and Engram runs lexical-only, saying so
+  PostgreSQL 15) the migration still succeeds, creates no table, and Engram runs lexical-only, saying so
   (``memory.embeddings.index.vectors_stored``).
-- ``disclosure.sql``: ``engram_revisions_disclosable`` and ``engram_reply_lineage_allows``.
-- The sidecar's GIN index over ``engram_agent_lexemes`` (history/0002) and its key to its revision,
-  cascading in the database (the sidecar is written by trigger and never through Django).
-- The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, only where the
-  extension is installed (:class:`memory.migrations._vector.WhereVectorExtension`): a ``vector``
-  column cannot be declared elsewhere. Their models are in the migration state either way, so the code
-  can name them and ``makemigrations`` stays exact. The column has no fixed size (each generation's
-  model has its own); the HNSW indexes are over ``vector::vector(384)`` for the rows of 384
-  dimensions, exactly the expression the searches order by. Keys to revisions, messages and
-  generations cascade in the database and are not declared to Django (see the models).
-
-A later change to a function is an edit of its file plus a migration that re-applies it (docs/schema.md).
+- The tables are created only where the extension is installed
+  (:class:`memory.migrations._vector.WhereVectorExtension`): a ``vector`` column cannot be declared
+  elsewhere. Their models are in the migration state either way, so the code can name them and
+  ``makemigrations`` stays exact. To add them to a database migrated without pgvector, install the
+  extension and migrate ``memory`` back to ``0002_functions`` and forward again (docs/embeddings.md).
+- The column has no fixed size (each generation's model has its own); the HNSW indexes are over
+  ``vector::vector(384)`` for the rows of 384 dimensions, exactly the expression the searches order by.
+  Keys to revisions, messages and generations cascade in the database and are not declared to Django
+  (see the models).
 """
 
 import django.contrib.postgres.indexes
-import django.contrib.postgres.search
 import django.db.models.deletion
 import django.db.models.functions.comparison
 import pgvector.django.indexes
@@ -28,7 +24,6 @@ from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-from config.database.sql import ApplySQL
 from memory.migrations._vector import WhereVectorExtension
 
 
@@ -39,16 +34,6 @@ def create_vector_extension(apps: StateApps, schema_editor: BaseDatabaseSchemaEd
             return
         cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
-
-SIDECAR_CASCADE = """
-ALTER TABLE memory_revisionsearchdocument
-    ADD CONSTRAINT revision_search_document_revision_fk
-    FOREIGN KEY (revision_id) REFERENCES memory_memoryrevision (id) ON DELETE CASCADE;
-"""
-
-DROP_SIDECAR_CASCADE = (
-    "ALTER TABLE memory_revisionsearchdocument DROP CONSTRAINT IF EXISTS revision_search_document_revision_fk;"
-)
 
 CASCADING_KEYS = [
     ("memory_revisionembedding", "revision_id", "memory_memoryrevision"),
@@ -118,16 +103,6 @@ class Migration(migrations.Migration):
     # The chain this one squashed: a database migrated by it (before the squash) counts this one as
     # applied. Drop the list once no such database is left.
     replaces = [
-        ("memory", "0002_vector_extension_and_sidecar_cascade"),
-        ("memory", "0003_search_documents_keep_negation"),
-        ("memory", "0004_trace_records_rendered_labels"),
-        ("memory", "0005_perspective_consistency_guards"),
-        ("memory", "0006_lineage_rule"),
-        ("memory", "0008_grants_never_rescue_unknown_provenance"),
-        ("memory", "0009_lineage_walk_visits_each_ancestor_once"),
-        ("memory", "0010_recall_misses"),
-        ("memory", "0011_agent_qualified_search_terms"),
-        ("memory", "0012_reply_lineage_reads_the_fold"),
         ("memory", "0013_embeddings_stored_as_pgvector_where_available"),
         ("memory", "0014_revisions_of_unknown_audience_indexed"),
         ("memory", "0015_reply_lineage_trusts_folded_revision_audiences"),
@@ -139,27 +114,12 @@ class Migration(migrations.Migration):
     ]
 
     dependencies = [
-        ("history", "0002_functions"),
-        ("memory", "0001_initial"),
+        ("memory", "0002_functions"),
     ]
 
     operations = [
         # The extension outlives a rollback of this app: other databases' objects may depend on it.
         migrations.RunPython(create_vector_extension, migrations.RunPython.noop),
-        ApplySQL("disclosure.sql", version=1),
-        migrations.AddIndex(
-            model_name="revisionsearchdocument",
-            index=django.contrib.postgres.indexes.GinIndex(
-                models.Func(
-                    models.F("agent_id"),
-                    models.F("tsv"),
-                    function="engram_agent_lexemes",
-                    output_field=django.contrib.postgres.search.SearchVectorField(),
-                ),
-                name="revision_search_agent_terms",
-            ),
-        ),
-        migrations.RunSQL(SIDECAR_CASCADE, DROP_SIDECAR_CASCADE),
         WhereVectorExtension(
             [
                 migrations.CreateModel(

@@ -1,7 +1,7 @@
 """Per-API-key request rate limit (``ENGRAM_API_RATE``, e.g. ``6000/minute``), through DRF throttling.
 
 Each request of an authenticated agent counts against its API key in one statement on an UNLOGGED
-PostgreSQL table (``accounts_apikeyratewindow``, migration accounts 0004): one row a key, holding the
+PostgreSQL table (``accounts_apikeyratewindow``, migration accounts 0001): one row a key, holding the
 hits of the current and of the previous window. A request is refused while the sliding estimate,
 the previous window's hits weighted by how much of it still overlaps the last period plus the
 current window's hits, exceeds the limit; unlike fixed windows, this does not let a client send
@@ -35,7 +35,7 @@ from accounts.authentication import AgentPrincipal
 from config.database.base import prepared_cursor
 
 PERIODS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-#: One row a key; created UNLOGGED by migration accounts 0004 (no model: counters, not records).
+#: One row a key; created UNLOGGED by migration accounts 0001 (no model: counters, not records).
 TABLE = "accounts_apikeyratewindow"
 
 #: Counts one request in the key's current window (rolling the row over when a new window began)

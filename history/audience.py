@@ -6,9 +6,10 @@ An audience is ``public`` | ``workspace(namespace)`` | ``members(namespace, read
 (provenance missing: admissible nowhere) and ``nobody`` (sources whose audiences have no common
 destination: admissible nowhere, but not a provenance gap).
 
-The disclosure rule itself lives in SQL (the ``engram_audience_allows`` function created by
-``history/migrations``) so that every reader applies it before ranking. ``audience_allows`` below is
-its Python mirror and exists only as a test oracle; no production read path calls it.
+The disclosure rule itself lives in SQL (the ``engram_audience_allows`` function in
+``config/database/sql/audience.sql``) so that every reader applies it before ranking.
+``audience_allows`` below is its Python mirror and exists only as a test oracle; no production read
+path calls it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from config.triggers import must_hold
 from history.audience import AudienceColumns, audience_shape_constraint
 
 #: Sidecar documents are ``engram_search_document(body)`` and queries ``engram_search_query(text)``:
-#: SQL functions created by history/migrations/0003, so every reader matches text the same way.
+#: SQL functions in config/database/sql/search.sql, so every reader matches text the same way.
 
 
 def protect_rows(name: str) -> pgtrigger.Protect:
@@ -66,7 +66,7 @@ def enqueue_index_work(target: str) -> pgtrigger.Trigger:
 
 
 def lineage_fold_trigger() -> pgtrigger.Trigger:
-    """Fold a reply's lineage into the reply as it is inserted (``engram_lineage_fold``, history/0012).
+    """Fold a reply's lineage into the reply as it is inserted (``engram_lineage_fold``, lineage.sql).
 
     The lineage rule of spec 003 is a recursive walk over a reply's provenance with hard caps. Every
     input of that walk except the destination is immutable: messages never change, so a reply's
@@ -77,13 +77,13 @@ def lineage_fold_trigger() -> pgtrigger.Trigger:
     own fold, a new reply's fold is its sources' columns joined with their folds; only the distinct
     ancestors are counted for the caps, through the replies among them (a source reply whose fold is
     ``unknown`` makes this one ``unknown``). The parts that can still change are
-    checked at every read by ``engram_reply_lineage_allows`` (memory/0015):
+    checked at every read by ``engram_reply_lineage_allows`` (disclosure.sql):
     the destination, whether those conversations still exist (deletion on request), and the revisions
     with their live grants.
 
     Revisions never change either, so the distinct audiences of every revision the reply and its
     ancestors used are folded too (a missing or foreign revision folds to ``unknown``), and, like the
-    rest of the fold, from the sources' own (``engram_lineage_revision_audiences``, history/0013): the
+    rest of the fold, from the sources' own (``engram_lineage_revision_audiences``, lineage.sql): the
     reply's own revisions are read, its ancestors' audiences come with its source replies. A read that
     finds every one of them admitting the destination, and none of those revisions deleted since
     (``memory.DeletedRevision``), needs no grant and no per-revision check;

@@ -717,7 +717,7 @@ class EmbeddingAdmin(ReadOnlyAdmin):
     show_full_result_count = False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # The tables exist only where the server has pgvector (memory/0013); elsewhere there is
+        # The tables exist only where the server has pgvector (memory/0003); elsewhere there is
         # nothing to show and the pages would fail, so the models are not offered at all.
         return vectors_stored() and super().has_view_permission(request, obj)
 

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 @functools.cache
 def vectors_stored() -> bool:
-    """Whether this database has the embedding tables: created by ``memory/0013`` exactly where the
+    """Whether this database has the embedding tables: created by ``memory/0003`` exactly where the
     server had pgvector. Without them nothing is embedded, nothing reads them, and retrieval is
     lexical-only. Asked once per process (a migration is what changes it)."""
     with connection.cursor() as cursor:

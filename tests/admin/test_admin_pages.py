@@ -271,7 +271,7 @@ def test_every_model_is_registered():
 
 @pytest.fixture(autouse=True)
 def _embedding_pages_need_pgvector(request: pytest.FixtureRequest) -> None:
-    """The embedding models' tables exist only where the server has pgvector (memory/0013)."""
+    """The embedding models' tables exist only where the server has pgvector (memory/0003)."""
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and callspec.params.get("model") in EMBEDDING_MODELS:
         request.getfixturevalue("db")

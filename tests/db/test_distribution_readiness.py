@@ -99,7 +99,7 @@ def test_every_table_is_classified() -> None:
     classified = DISTRIBUTED | REFERENCE | LOCAL
     unclassified = {t for t in tables() if t not in classified and not t.startswith(LOCAL_PREFIXES)}
     assert not unclassified, f"classify these tables in docs/scaling.md and this test: {sorted(unclassified)}"
-    # Only the embedding tables may be absent: memory/0013 creates them where the server has pgvector.
+    # Only the embedding tables may be absent: memory/0003 creates them where the server has pgvector.
     assert DISTRIBUTED - tables() <= {"memory_messageembedding", "memory_revisionembedding"}
 
 

@@ -7,7 +7,6 @@ a rule that hid everything could not pass.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -210,28 +209,6 @@ def test_the_operators_message_page_shows_a_replys_folded_lineage(room: Room, ad
     assert f"conversations [{room.alice_dm.pk}]" in text
 
 
-def test_the_migration_folds_replies_stored_before_the_fold_existed(room: Room) -> None:
-    """history/0010 folds every stored reply with the trigger's own function (a reply from before the
-    migration is simulated by emptying its fold on the sanctioned path past the append-only guard)."""
-    secret = room.say(room.alice_dm, room.alice, "The offsite is moving to Porto.")
-    first = room.reply(room.alice_dm, "Porto it is.", history=[secret.pk])
-    second = room.reply(room.general, "Travel details follow.", history=[first.pk])
-    migration = importlib.import_module("history.migrations.0010_reply_lineage_folded_at_delivery")
-    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE history_message SET lineage_audiences = '[]', lineage_conversation_ids = '{}' WHERE id = ANY(%s)",
-            [[first.pk, second.pk]],
-        )
-    assert room.visible(second, room.general)  # unfolded, nothing stops it
-    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
-        cursor.execute(migration.FOLD_STORED_REPLIES)
-
-    second.refresh_from_db()
-    assert second.lineage_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
-    assert second.lineage_conversation_ids == [room.alice_dm.pk]
-    assert not room.visible(second, room.general)
-
-
 # --- the revisions a reply used: folded audiences, trusted only while none was deleted -----------------
 
 
@@ -321,26 +298,19 @@ def test_a_reply_built_on_a_granted_memory_is_read_only_where_the_grant_is(room:
 
 
 def test_an_empty_revision_fold_on_a_reply_that_used_revisions_is_never_trusted(room: Room) -> None:
-    """history/0011 folds stored replies; one it had not reached would read as using no revision at
-    all, so an empty fold beside revision ids sends the read to the per-revision check."""
+    """A reply stored without its revision fold would read as using no revision at all, so an empty
+    fold beside revision ids sends the read to the per-revision check."""
     private = room.remember(room.say(room.alice_dm, room.alice, "My PIN is not for sharing."), "Keeps a PIN private.")
     reply = room.reply(room.general, "Understood, everyone.", memory=[private])
     assert not room.visible(reply, room.general)
     with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
         cursor.execute("UPDATE history_message SET lineage_revision_audiences = '[]' WHERE id = %s", [reply.pk])
     assert not room.visible(reply, room.general)
-
-    migration = importlib.import_module("history.migrations.0011_reply_lineage_trusts_folded_revision_audiences")
-    with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
-        cursor.execute(migration.FOLD_STORED_REPLIES)
-    reply.refresh_from_db()
-    assert reply.lineage_revision_audiences == [["members", room.connector.namespace, [room.alice.pk]]]
-    assert room.visible(reply, room.alice_dm)
-    assert not room.visible(reply, room.general)
+    assert room.visible(reply, room.alice_dm)  # judged revision by revision: its own audience admits it
 
 
 def test_a_replys_revision_audiences_are_folded_from_its_source_replies(room: Room) -> None:
-    """history/0013: the audiences of the revisions a reply's ancestors used come from its source
+    """lineage.sql: the audiences of the revisions a reply's ancestors used come from its source
     replies' folds, joined with those of the revisions it used itself."""
     private = room.remember(room.say(room.alice_dm, room.alice, "I am allergic to penicillin."), "Allergic.")
     public = room.remember(room.say(room.general, room.bob, "Standup moves to 9:30."), "Standup is at 9:30.")
@@ -364,8 +334,8 @@ def test_a_replys_revision_audiences_are_folded_from_its_source_replies(room: Ro
 
 
 def test_a_source_reply_that_folded_no_audiences_for_its_revisions_is_not_trusted_for_them(room: Room) -> None:
-    """A source reply that used revisions but carries an empty revision fold (one history/0011 had not
-    reached) gives nothing to fold from: every revision the new reply's lineage names is read."""
+    """A source reply that used revisions but carries an empty revision fold (one stored without it)
+    gives nothing to fold from: every revision the new reply's lineage names is read."""
     private = room.remember(room.say(room.alice_dm, room.alice, "My PIN is not for sharing."), "Keeps a PIN private.")
     first = room.reply(room.alice_dm, "Understood.", memory=[private])
     with pgtrigger.ignore("history.Message:append_only"), connection.cursor() as cursor:
@@ -379,7 +349,7 @@ def test_a_source_reply_that_folded_no_audiences_for_its_revisions_is_not_truste
     assert not room.visible(second, room.general)
 
 
-# --- the fold is built from the sources' own folds (history/0012) --------------------------------------
+# --- the fold is built from the sources' own folds (lineage.sql) --------------------------------------
 
 
 def full_walk(message: Message) -> tuple[list[list[object]], list[int], list[int]]:

@@ -1,15 +1,18 @@
-"""The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, where the server has pgvector.
+"""The embedding tables, with pgvector's ``vector`` column and cosine HNSW indexes, where the server has
+pgvector.
 
-On a server without the extension (a stock PostgreSQL 15) the tables are not created at all and
-Engram runs lexical-only (``memory.embeddings.index.vectors_stored``): a ``vector`` column cannot be
-declared there, and an array stand-in cost a conversion for every distance computed. The models are
-in the migration state either way (:class:`memory.migrations._vector.WhereVectorExtension`).
-
-The column has no fixed size (each generation's model has its own); the HNSW indexes are declared on
-the models, over ``vector::vector(384)`` for the rows of 384 dimensions, which is exactly the
-expression the searches order by. The tables are empty when they are created, so the indexes are
-built at once, not concurrently. Keys to revisions, messages and generations cascade in the
-database and are not declared to Django (see the models).
+- The ``vector`` extension is created where the server has it. Without pgvector (for example a stock
+  PostgreSQL 15) the migration still succeeds, creates no table, and Engram runs lexical-only, saying so
+  (``memory.embeddings.index.vectors_stored``).
+- The tables are created only where the extension is installed
+  (:class:`memory.migrations._vector.WhereVectorExtension`): a ``vector`` column cannot be declared
+  elsewhere. Their models are in the migration state either way, so the code can name them and
+  ``makemigrations`` stays exact. To add them to a database migrated without pgvector, install the
+  extension and migrate ``memory`` back to ``0002_functions`` and forward again (docs/embeddings.md).
+- The column has no fixed size (each generation's model has its own); the HNSW indexes are over
+  ``vector::vector(384)`` for the rows of 384 dimensions, exactly the expression the searches order by.
+  Keys to revisions, messages and generations cascade in the database and are not declared to Django
+  (see the models).
 """
 
 import django.contrib.postgres.indexes
@@ -18,8 +21,19 @@ import django.db.models.functions.comparison
 import pgvector.django.indexes
 import pgvector.django.vector
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 from memory.migrations._vector import WhereVectorExtension
+
+
+def create_vector_extension(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        if cursor.fetchone() is None:
+            return
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
 
 CASCADING_KEYS = [
     ("memory_revisionembedding", "revision_id", "memory_memoryrevision"),
@@ -33,14 +47,13 @@ def _key_name(table: str, column: str) -> str:
     return f"{table.removeprefix('memory_')}_{column}_fk"
 
 
-CASCADE_SQL = "".join(
+EMBEDDING_CASCADE = "".join(
     f"ALTER TABLE {table} ADD CONSTRAINT {_key_name(table, column)}"
     f" FOREIGN KEY ({column}) REFERENCES {target} (id) ON DELETE CASCADE;"
     for table, column, target in CASCADING_KEYS
 )
-DROP_CASCADE_SQL = "".join(
-    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {_key_name(table, column)};"
-    for table, column, _ in CASCADING_KEYS
+DROP_EMBEDDING_CASCADE = "".join(
+    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {_key_name(table, column)};" for table, column, _ in CASCADING_KEYS
 )
 
 
@@ -87,11 +100,26 @@ def _common_fields() -> list[tuple[str, models.Field]]:  # type: ignore[type-arg
 
 
 class Migration(migrations.Migration):
+    # The chain this one squashed: a database migrated by it (before the squash) counts this one as
+    # applied. Drop the list once no such database is left.
+    replaces = [
+        ("memory", "0013_embeddings_stored_as_pgvector_where_available"),
+        ("memory", "0014_revisions_of_unknown_audience_indexed"),
+        ("memory", "0015_reply_lineage_trusts_folded_revision_audiences"),
+        ("memory", "0016_recall_trace_session_moment_index"),
+        ("memory", "0017_entry_current_revision_rule_on_update_only"),
+        ("memory", "0018_correction_authority"),
+        ("memory", "0019_grants_admit_only_their_conversation"),
+        ("memory", "0020_erasure_events"),
+    ]
+
     dependencies = [
-        ("memory", "0012_reply_lineage_reads_the_fold"),
+        ("memory", "0002_functions"),
     ]
 
     operations = [
+        # The extension outlives a rollback of this app: other databases' objects may depend on it.
+        migrations.RunPython(create_vector_extension, migrations.RunPython.noop),
         WhereVectorExtension(
             [
                 migrations.CreateModel(
@@ -146,7 +174,7 @@ class Migration(migrations.Migration):
                         ],
                     },
                 ),
-                migrations.RunSQL(CASCADE_SQL, DROP_CASCADE_SQL),
+                migrations.RunSQL(EMBEDDING_CASCADE, DROP_EMBEDDING_CASCADE),
             ],
             probe_table="memory_revisionembedding",
         ),

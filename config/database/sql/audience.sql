@@ -1,13 +1,13 @@
-"""The disclosure rule as one SQL function, and the message sidecar's cascading foreign key.
+-- version: 1
+-- The disclosure rule (spec 003): may text whose source audience is o_* be shown to destination d_*?
+--
+-- engram_audience_allows is the only implementation of the audience rule that production reads use;
+-- history.audience.audience_allows mirrors it as a test oracle. It is a pure, IMMUTABLE SQL function so
+-- that the planner can inline it into every eligibility query.
+--
+-- Changing it: edit this file, raise the version above, and add a migration that re-applies it
+-- (docs/schema.md).
 
-``engram_audience_allows`` is the only implementation of the audience rule that production reads
-use; ``history.audience.audience_allows`` mirrors it as a test oracle. It is a pure, IMMUTABLE SQL
-function so that the planner can inline it into every eligibility query.
-"""
-
-from django.db import migrations
-
-AUDIENCE_ALLOWS = """
 CREATE OR REPLACE FUNCTION engram_audience_allows(
     o_kind text, o_namespace text, o_readers bigint[],
     d_kind text, d_namespace text, d_readers bigint[],
@@ -33,27 +33,3 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 COMMENT ON FUNCTION engram_audience_allows(text, text, bigint[], text, text, bigint[], bigint[]) IS
     'May text whose source audience is o_* be disclosed to destination audience d_*? (Engram disclosure rule)';
-"""
-
-DROP_AUDIENCE_ALLOWS = (
-    "DROP FUNCTION IF EXISTS engram_audience_allows(text, text, bigint[], text, text, bigint[], bigint[]);"
-)
-
-SIDECAR_CASCADE = """
-ALTER TABLE history_messagesearchdocument
-    ADD CONSTRAINT message_search_document_message_fk
-    FOREIGN KEY (message_id) REFERENCES history_message (id) ON DELETE CASCADE;
-"""
-
-DROP_SIDECAR_CASCADE = (
-    "ALTER TABLE history_messagesearchdocument DROP CONSTRAINT IF EXISTS message_search_document_message_fk;"
-)
-
-
-class Migration(migrations.Migration):
-    dependencies = [("history", "0001_initial")]
-
-    operations = [
-        migrations.RunSQL(AUDIENCE_ALLOWS, DROP_AUDIENCE_ALLOWS),
-        migrations.RunSQL(SIDECAR_CASCADE, DROP_SIDECAR_CASCADE),
-    ]

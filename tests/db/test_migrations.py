@@ -1,0 +1,172 @@
+"""The migrations build the schema the models declare, from an empty database, and take it down again.
+
+Each test here works on a database of its own, created empty beside the test database and dropped
+afterwards: the test database itself is built by the same migrations, but once, before any test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from io import StringIO
+from typing import Any
+
+import pgtrigger
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.migrations.loader import MigrationLoader
+from django.db.models import Model
+
+from config.database.sql import SQL_DIR, ApplySQL, created_functions, sql_version
+
+#: The apps whose migrations build Engram's schema.
+ENGRAM_APPS = ("accounts", "history", "memory")
+#: The tables created only where the server has pgvector (memory/0003's WhereVectorExtension).
+VECTOR_TABLES = {"memory_revisionembedding", "memory_messageembedding"}
+#: A table with no model: per-key request counters (accounts/throttling.py).
+UNMODELLED_TABLES = {"accounts_apikeyratewindow"}
+
+ALIAS = "empty_for_migrations"
+
+
+@pytest.fixture
+def empty_database(django_db_blocker: Any) -> Iterator[BaseDatabaseWrapper]:
+    """A connection to a new, empty database on the test database's server."""
+    name = f"{connection.settings_dict['NAME']}_migrations"
+    with django_db_blocker.unblock():
+        _drop_and_create(name)
+        connections.settings[ALIAS] = {**connection.settings_dict, "NAME": name}
+        try:
+            yield connections[ALIAS]
+        finally:
+            connections[ALIAS].close()
+            del connections[ALIAS]
+            del connections.settings[ALIAS]
+            _drop_and_create(name, create=False)
+
+
+def _drop_and_create(name: str, *, create: bool = True) -> None:
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            cursor.execute(f'CREATE DATABASE "{name}"')
+
+
+def _migrate(*args: str) -> None:
+    call_command("migrate", *args, database=ALIAS, verbosity=0, interactive=False)
+
+
+def _fetch(db: BaseDatabaseWrapper, sql: str) -> list[tuple[Any, ...]]:
+    with db.cursor() as cursor:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+
+
+def _engram_functions(db: BaseDatabaseWrapper) -> set[str]:
+    return {name for (name,) in _fetch(db, "SELECT proname FROM pg_proc WHERE proname LIKE 'engram\\_%'")}
+
+
+def _pgtriggers(db: BaseDatabaseWrapper) -> set[tuple[str, str]]:
+    return set(
+        _fetch(
+            db,
+            "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE NOT t.tgisinternal AND t.tgname LIKE 'pgtrigger\\_%' AND t.tgenabled = 'O'",
+        )
+    )
+
+
+def _tables(db: BaseDatabaseWrapper) -> set[str]:
+    return set(db.introspection.table_names())
+
+
+def _engram_models() -> list[type[Model]]:
+    return [
+        model
+        for app in ENGRAM_APPS
+        for model in apps.get_app_config(app).get_models()
+        if model._meta.managed and not model._meta.proxy
+    ]
+
+
+def _has_pgvector(db: BaseDatabaseWrapper) -> bool:
+    return bool(_fetch(db, "SELECT 1 FROM pg_extension WHERE extname = 'vector'"))
+
+
+def _sql_files() -> list[str]:
+    return sorted(path.name for path in SQL_DIR.glob("*.sql"))
+
+
+def _assert_the_schema_is_the_models(db: BaseDatabaseWrapper) -> None:
+    tables = _tables(db)
+    expected_tables = {model._meta.db_table for model in _engram_models()} | UNMODELLED_TABLES
+    if not _has_pgvector(db):
+        expected_tables -= VECTOR_TABLES
+    assert expected_tables - tables == set()
+
+    with db.cursor() as cursor:
+        for model in _engram_models():
+            if model._meta.db_table not in tables:
+                continue
+            columns = {c.name for c in db.introspection.get_table_description(cursor, model._meta.db_table)}
+            assert columns == {field.column for field in model._meta.concrete_fields}, model._meta.label
+            constraints = set(db.introspection.get_constraints(cursor, model._meta.db_table))
+            declared = {c.name for c in model._meta.constraints} | {i.name for i in model._meta.indexes}
+            assert declared - constraints == set(), model._meta.label
+
+    assert {function for name in _sql_files() for function in created_functions(name)} <= _engram_functions(db)
+    declared_triggers = {
+        (model._meta.db_table, trigger.get_pgid(model))
+        for model, trigger in pgtrigger.registered()
+        if model._meta.db_table in tables
+    }
+    assert _pgtriggers(db) == declared_triggers
+
+
+def test_an_empty_database_migrates_to_the_schema_the_models_declare(empty_database: BaseDatabaseWrapper) -> None:
+    _migrate()
+
+    _assert_the_schema_is_the_models(empty_database)
+    # ... and the migrations describe the models exactly: nothing is left for makemigrations to write.
+    call_command("makemigrations", "--check", "--dry-run", stdout=StringIO())
+
+
+def test_migrating_back_to_zero_removes_everything_and_forward_again_rebuilds_it(
+    empty_database: BaseDatabaseWrapper,
+) -> None:
+    _migrate()
+    built = _tables(empty_database)
+
+    _migrate("accounts", "zero")  # history and memory depend on accounts, so they go first
+    assert {t for t in _tables(empty_database) if t.split("_")[0] in ENGRAM_APPS} == set()
+    assert _engram_functions(empty_database) == set()
+    assert _pgtriggers(empty_database) == set()
+    # (pgtrigger drops a trigger but leaves its function, which the next install replaces)
+
+    _migrate()
+    assert _tables(empty_database) == built
+    _assert_the_schema_is_the_models(empty_database)
+
+
+def test_every_sql_file_has_a_version_marker_and_a_migration_that_applies_that_version() -> None:
+    """Changing a file's rule means raising its version and adding a migration that re-applies it: a
+    file whose version no migration applies has been edited without one (docs/schema.md)."""
+    applied: dict[str, int] = {}
+    for migration in MigrationLoader(None, ignore_no_migrations=True).disk_migrations.values():
+        for operation in migration.operations:
+            if isinstance(operation, ApplySQL):
+                applied[operation.name] = max(applied.get(operation.name, 0), operation.version)
+
+    assert _sql_files(), "no SQL files found"
+    assert {name: sql_version(name) for name in _sql_files()} == applied
+
+
+def test_every_function_of_an_sql_file_is_created_or_replaced_in_the_public_schema() -> None:
+    """The files are re-applied over their own earlier versions, so each statement replaces in place."""
+    for name in _sql_files():
+        text = (SQL_DIR / name).read_text(encoding="utf-8")
+        assert re.findall(r"^CREATE (?!OR REPLACE FUNCTION)\w+", text, flags=re.MULTILINE) == [], name
+        assert created_functions(name), name

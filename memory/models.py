@@ -532,7 +532,7 @@ def cosine_hnsw(name: str) -> HnswIndex:
 class RevisionEmbedding(models.Model):
     """A derived, disposable vector of one immutable revision's text.
 
-    The embedding tables exist only on a server with pgvector (``memory/0013``): read and write them
+    The embedding tables exist only on a server with pgvector (``memory/0003``): read and write them
     only where :func:`memory.embeddings.index.vectors_stored` says so. Their keys cascade in the
     database (declared there, ``DO_NOTHING`` here), so deleting a revision, message or generation
     never makes Django's collector read a table that may not exist.

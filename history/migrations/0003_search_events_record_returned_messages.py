@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0014_search_events_count_blocked_results'),
+        ('history', '0002_functions'),
     ]
 
     operations = [

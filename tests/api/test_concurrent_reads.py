@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from history.models import ConversationSearchEvent, Turn
-from memory import turns
 from memory.models import RecallMoment, RecallTrace
-from memory.turns import VerbCall, read_groups
+from memory.turns import VerbCall, read_groups, rounds
 from tests.api.conftest import runtime_for
 from tests.factories import AgentFactory
 
@@ -44,19 +43,19 @@ def test_a_recall_and_a_history_search_run_side_by_side_with_the_results_of_runn
     assert runtime.reply(setup["turn_id"], "Noted.").status_code == 201
 
     ran_on: list[tuple[str, str]] = []
-    execute = turns._execute
+    execute = rounds._execute
 
     def recording(context: Any, call: VerbCall) -> Any:
         ran_on.append((call.verb, threading.current_thread().name))
         return execute(context, call)
 
-    monkeypatch.setattr(turns, "_execute", recording)
+    monkeypatch.setattr(rounds, "_execute", recording)
     turn = runtime.turn("dm-alice", "U200", "What was that about green tea?")
     calls = [{"verb": "recall", "query": "green tea kitchen"}, {"verb": "search_history", "query": "green tea"}]
     side_by_side = runtime.round(turn["turn_id"], *calls)
     threads = dict(ran_on)
     ran_on.clear()
-    monkeypatch.setattr(turns, "read_groups", lambda calls: [[call] for call in calls])
+    monkeypatch.setattr(rounds, "read_groups", lambda calls: [[call] for call in calls])
     in_turn = runtime.round(turn["turn_id"], *calls)
 
     assert threads["recall"] == threading.current_thread().name

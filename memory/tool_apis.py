@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import ErrorSerializer, StrictSerializer
-from memory.apis import _turn
+from memory.apis.turns import _turn
 from memory.tools import FORMATS, INSTRUCTIONS, definitions, definitions_for_turn
 from memory.turns import MAX_ROUNDS
 

@@ -1,7 +1,7 @@
 """The memory verbs and ``search_history`` as tool definitions for models, in the OpenAI and
 Anthropic function-calling formats.
 
-Each definition's parameters are generated from the verb's own request serializer (``memory.apis.VERBS``),
+Each definition's parameters are generated from the verb's own request serializer (``memory.apis.verbs.VERBS``),
 the one the rounds endpoint validates with, so a model that follows the schema is accepted and the
 schema refuses what the API refuses (tests/clients/test_tool_schemas.py checks both directions).
 No definition has an agent, audience or perspective parameter: those are bound from the API key and
@@ -17,7 +17,7 @@ from typing import Any, Literal
 from rest_framework import serializers
 
 from history.models import Turn
-from memory.apis import VERBS, VerbIn
+from memory.apis.verbs import VERBS, VerbIn
 from memory.turns import MAX_CALLS_PER_ROUND, MAX_ROUNDS, TOOLS, tools_offered
 
 ToolFormat = Literal["openai", "anthropic"]

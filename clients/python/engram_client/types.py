@@ -1,4 +1,4 @@
-"""Typed results: one frozen dataclass per output serializer of the API (``memory/apis.py``,
+"""Typed results: one frozen dataclass per output serializer of the API (``memory/apis/``,
 ``history/apis.py``). Each keeps the JSON it was built from in ``raw``, so a field the server adds
 later is still reachable before this package names it."""
 

@@ -1,0 +1,105 @@
+"""The end user's own sharing decisions (Django session login; no agent key can reach these)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api import StrictSerializer
+from memory.apis.errors import USER_ERRORS
+from memory.sharing import grant_revoke, requests_for_user, sharing_request_decide_as_source
+
+
+class UserApi(APIView):
+    authentication_classes = [SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    def user(self, request: Request) -> AbstractBaseUser:
+        user = request.user
+        assert isinstance(user, AbstractBaseUser)
+        return user
+
+
+class SharingRequestOut(serializers.Serializer[Any]):
+    request_id = serializers.IntegerField()
+    id = serializers.CharField()
+    statement = serializers.CharField()
+    conversation = serializers.CharField()
+    state = serializers.CharField()
+
+
+class DecisionIn(StrictSerializer):
+    approve = serializers.BooleanField()
+
+
+class DecisionOut(serializers.Serializer[Any]):
+    request_id = serializers.IntegerField()
+    state = serializers.CharField()
+    grant_id = serializers.IntegerField(allow_null=True)
+
+
+class MySharingRequestsApi(UserApi):
+    @extend_schema(
+        operation_id="me_sharing_requests_list",
+        summary="Sharing requests awaiting my answer",
+        responses={200: SharingRequestOut(many=True), **USER_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        rows = [
+            {
+                "request_id": r.pk,
+                "id": r.revision.short_id,
+                "statement": r.revision.body,
+                "conversation": str(r.conversation),
+                "state": r.state,
+            }
+            for r in requests_for_user(self.user(request))
+        ]
+        return Response(SharingRequestOut(rows, many=True).data)
+
+
+class MySharingDecisionApi(UserApi):
+    @extend_schema(
+        operation_id="me_sharing_requests_decide",
+        summary="Answer a sharing request about something I said",
+        description="Only the person whose statement it is (logged in as that actor) can approve; approval "
+        "creates a revocable grant. Agents cannot call this endpoint.",
+        request=DecisionIn,
+        responses={200: DecisionOut, **USER_ERRORS},
+    )
+    def post(self, request: Request, request_id: int) -> Response:
+        payload = DecisionIn(data=request.data)
+        payload.is_valid(raise_exception=True)
+        approve = payload.validated_data["approve"]
+        grant = sharing_request_decide_as_source(request_id=request_id, user=self.user(request), approve=approve)
+        body = {
+            "request_id": request_id,
+            "state": "approved" if approve else "denied",
+            "grant_id": grant.pk if grant else None,
+        }
+        return Response(DecisionOut(body).data)
+
+
+class GrantOut(serializers.Serializer[Any]):
+    grant_id = serializers.IntegerField()
+    revoked = serializers.BooleanField()
+
+
+class MyGrantRevokeApi(UserApi):
+    @extend_schema(
+        operation_id="me_grants_revoke",
+        summary="Revoke a grant I gave",
+        request=None,
+        responses={200: GrantOut, **USER_ERRORS},
+    )
+    def post(self, request: Request, grant_id: int) -> Response:
+        grant = grant_revoke(grant_id=grant_id, user=self.user(request))
+        return Response(GrantOut({"grant_id": grant.pk, "revoked": grant.revoked_at is not None}).data)

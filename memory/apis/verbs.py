@@ -1,0 +1,184 @@
+"""The memory verbs' request schemas, one per verb and strict (remember has no entry id, revision or
+supersede flag), and the validation of a whole round before any call executes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import PolymorphicProxySerializer
+from rest_framework import serializers
+
+from config.api import StrictSerializer
+from memory.models import Authority, BeliefType, Portability
+from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE
+from memory.turns import MAX_CALLS_PER_ROUND, VerbCall
+
+
+def memory_id_field() -> serializers.RegexField:
+    return serializers.RegexField(r"^\[?m:[0-9a-f]{8,16}\]?$", help_text="A memory id as rendered, e.g. m:0000002a.")
+
+
+def verb_field(name: str) -> serializers.ChoiceField:
+    """Each verb's schema admits exactly its own name, so the documented oneOf is unambiguous."""
+    return serializers.ChoiceField(choices=[name])
+
+
+#: The largest id a verb may name (PostgreSQL bigint): a larger one is a 400, not a failed query.
+MAX_ID = 2**63 - 1
+
+#: The JSON type each kind of field takes. A verb's arguments come from a model following the tool
+#: definitions (memory/tools.py), so the API takes exactly what those schemas admit: no coercion of
+#: "5" to 5, 1 to True or 5 to "5", which DRF's fields would otherwise do.
+_JSON_TYPES: list[tuple[type[serializers.Field[Any, Any, Any, Any]], tuple[type, ...], str]] = [
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.ChoiceField, (str,), "a string"),
+    (serializers.DateTimeField, (str,), "a string"),
+]
+
+
+def json_type_errors(fields: dict[str, Any], data: dict[str, Any]) -> dict[str, list[str]]:
+    """The fields of ``data`` whose JSON type is not their field's (``null`` only where allowed)."""
+    errors = {}
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None or (value is None and field.allow_null):
+            continue
+        for kind, types, label in _JSON_TYPES:
+            if isinstance(field, kind):
+                integral = kind is serializers.IntegerField and isinstance(value, float) and value.is_integer()
+                if (isinstance(value, bool) and bool not in types) or not (isinstance(value, types) or integral):
+                    errors[name] = [f"must be {label}"]
+                break
+    return errors
+
+
+class VerbIn(StrictSerializer):
+    """One memory verb call; each verb's ``verb`` field selects its schema."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            errors = json_type_errors(dict(self.fields), data)
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class RememberIn(VerbIn):
+    verb = verb_field("remember")
+    body = serializers.CharField(max_length=2_000, help_text="Natural prose; names belong in subject, not here.")
+    belief_type = serializers.ChoiceField(choices=BeliefType.choices, default=BeliefType.PROJECT_FACT)
+    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
+    portability = serializers.ChoiceField(choices=Portability.choices, default=Portability.PORTABLE)
+    authority = serializers.ChoiceField(
+        choices=[Authority.USER_STATED, Authority.INFERRED], default=Authority.USER_STATED
+    )
+    confidence = serializers.FloatField(min_value=0, max_value=1, default=0.8)
+    salience = serializers.FloatField(min_value=0, max_value=1, default=0.5)
+    always_on = serializers.BooleanField(default=False)
+    valid_from = serializers.DateTimeField(required=False)
+    valid_to = serializers.DateTimeField(required=False)
+
+
+class RecallIn(VerbIn):
+    verb = verb_field("recall")
+    query = serializers.CharField(max_length=2_000, allow_blank=True)
+    as_of = serializers.DateTimeField(required=False)
+    known_at = serializers.DateTimeField(required=False)
+    max_tokens = serializers.IntegerField(min_value=MIN_ALLOWANCE, max_value=MAX_ALLOWANCE, required=False)
+    max_items = serializers.IntegerField(min_value=1, max_value=40, default=12)
+
+
+class AmendIn(VerbIn):
+    verb = verb_field("amend")
+    id = memory_id_field()
+    body = serializers.CharField(max_length=2_000, required=False)
+    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
+    belief_type = serializers.ChoiceField(choices=BeliefType.choices, required=False)
+    portability = serializers.ChoiceField(choices=Portability.choices, required=False)
+    confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
+    salience = serializers.FloatField(min_value=0, max_value=1, required=False)
+    always_on = serializers.BooleanField(required=False)
+    valid_from = serializers.DateTimeField(required=False)
+    valid_to = serializers.DateTimeField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if set(attrs) <= {"verb", "id"}:
+            raise serializers.ValidationError("an amend changes at least one field")
+        return attrs
+
+
+class ForgetIn(VerbIn):
+    verb = verb_field("forget")
+    id = memory_id_field()
+
+
+class RequestSharingIn(VerbIn):
+    verb = verb_field("request_memory_sharing")
+    id = memory_id_field()
+    conversation_id = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="The conversation to share it into."
+    )
+
+
+class SearchHistoryIn(VerbIn):
+    verb = verb_field("search_history")
+    query = serializers.CharField(max_length=2_000)
+    actor = serializers.CharField(max_length=200, required=False, help_text='An actor id, name, or "requester".')
+    conversation_id = serializers.IntegerField(min_value=1, max_value=MAX_ID, required=False)
+    connector = serializers.RegexField(r"^[a-z0-9_-]{1,50}:[A-Za-z0-9_.@-]{1,200}$", required=False)
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=20, default=8)
+
+
+VERBS: dict[str, type[VerbIn]] = {
+    "remember": RememberIn,
+    "recall": RecallIn,
+    "amend": AmendIn,
+    "forget": ForgetIn,
+    "request_memory_sharing": RequestSharingIn,
+    "search_history": SearchHistoryIn,
+}
+
+
+class RoundIn(serializers.Serializer[Any]):
+    calls = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_CALLS_PER_ROUND)
+
+
+class RoundDoc(serializers.Serializer[Any]):
+    """The documented shape of a round: each call is one verb's strict schema, chosen by ``verb``."""
+
+    calls = serializers.ListField(
+        child=PolymorphicProxySerializer(
+            component_name="VerbCall",
+            serializers={name: serializer for name, serializer in VERBS.items()},
+            resource_type_field_name="verb",
+        ),
+        min_length=1,
+        max_length=MAX_CALLS_PER_ROUND,
+    )
+
+
+def validate_round(data: Any) -> list[VerbCall]:
+    """Validate every call before any executes; report each bad call by its position."""
+    envelope = RoundIn(data=data)
+    envelope.is_valid(raise_exception=True)
+    calls, errors = [], {}
+    for index, raw in enumerate(envelope.validated_data["calls"]):
+        serializer_class = VERBS.get(str(raw.get("verb")))
+        if serializer_class is None:
+            errors[str(index)] = {"verb": [f"one of {sorted(VERBS)}"]}
+            continue
+        call = serializer_class(data=raw)
+        if not call.is_valid():
+            errors[str(index)] = call.errors
+            continue
+        args = dict(call.validated_data)
+        calls.append(VerbCall(verb=args.pop("verb"), args=args))
+    if errors:
+        raise serializers.ValidationError({"calls": errors})
+    return calls

@@ -10,7 +10,7 @@ provider) proposes candidates beside it and the two are fused by reciprocal rank
 names (resolved through the perspective's own actors, as the actor filter is) are matched as the
 authors of messages rather than as words. Structural filters (actor, conversation, connector, time
 range) only narrow, and an actor filter that does not resolve in the perspective returns nothing.
-Ranking (history@3) adds: authorship by a named person; exchange context (the best match among a
+Ranking (history@3) adds: authorship by a named person; exchange context (the summed match of a
 message's eligible neighbours, since a question and its answer are adjacent and often only one
 shares the query's words); recency, same actor, same conversation, a small boost for rooms the
 requester spoke in, and a demotion of the window the turn already loaded. Context is computed over

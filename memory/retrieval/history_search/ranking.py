@@ -84,8 +84,9 @@ def score_candidates(
 
     - ``match``: fused relevance;
     - ``named``: written by a person the query names;
-    - ``context``: the best match among the messages this one neighbours (a question and its answer
-      are usually adjacent, and only one of them tends to share the question's words);
+    - ``context``: the sum of the matches of the messages this one neighbours (a question and its
+      answer are usually adjacent, and only one of them tends to share the question's words; a line
+      between two matching ones is the middle of a matching exchange);
     - ``recency``, ``same_actor``, ``same_conversation``, ``requester_spoke``, ``current_window`` as in
       history@1.
     """
@@ -94,7 +95,7 @@ def score_candidates(
     context: dict[int, float] = {}
     for source, linked in signals.neighbours.items():
         for message_id in linked:
-            context[message_id] = max(context.get(message_id, 0.0), match.get(source, 0.0))
+            context[message_id] = context.get(message_id, 0.0) + match.get(source, 0.0)
     scored = []
     for candidate in candidates:
         features = {

@@ -12,7 +12,8 @@ authors of messages rather than as words. Structural filters (actor, conversatio
 range) only narrow, and an actor filter that does not resolve in the perspective returns nothing.
 Ranking (history@3) adds: authorship by a named person; exchange context (the summed match of a
 message's eligible neighbours, since a question and its answer are adjacent and often only one
-shares the query's words); recency, same actor, same conversation, a small boost for rooms the
+shares the query's words); the dates the query names (a day, month, year or relative span, matched
+against when each message was written); recency, same actor, same conversation, a small boost for rooms the
 requester spoke in, and a demotion of the window the turn already loaded. Context is computed over
 the pool and one bounded neighbour query through the same eligible set: it reorders, never adds. The
 message being answered and the loaded window are excluded. Every search, empty or not, writes a
@@ -27,7 +28,7 @@ reads in order and provenance still names it) and its text never shown; blocking
 the search audit records how many were withheld and their ids (``blocked_count``,
 ``blocked_message_ids``).
 
-The package is split by idea: :mod:`.query` (the query, its filters, the people it names),
+The package is split by idea: :mod:`.query` (the query, its filters, the people and dates it names),
 :mod:`.candidates` (the lexical scan, provider re-validation and the lookups ranking reads),
 :mod:`.ranking` (the policy: a pure function of the pool), :mod:`.assembly` (hydration, evidence, audit)
 and :mod:`.search` (the service that runs them in order). Importers use the names re-exported here.

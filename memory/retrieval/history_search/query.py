@@ -1,5 +1,6 @@
 """Query forming for history search: the query and its structural filters, the requester's identities,
-and the people a query names (matched as authors, not words).
+the people a query names (matched as authors, not words) and the dates it names (matched against when a
+message was written).
 
 Filters are SQL that may only narrow (``AND ...``); a filter that does not resolve in the perspective
 (an actor it does not know) answers None, and the search then returns nothing.
@@ -7,9 +8,10 @@ Filters are SQL that may only narrow (``AND ...``); a filter that does not resol
 
 from __future__ import annotations
 
+import calendar
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
@@ -132,3 +134,80 @@ def match_text(text: str, named: dict[int, tuple[str, ...]]) -> str:
     pattern = "|".join(re.escape(name) for name in names)
     stripped = re.sub(rf"(?<![\w])(?:{pattern})(?:'s)?(?![\w])", " ", text, flags=re.IGNORECASE)
     return stripped if content_terms(stripped) else text
+
+
+#: Month names as a query writes them, capitalised ("May" the month, not "may" the verb).
+MONTHS = {name: number for number, name in enumerate(calendar.month_name) if name}
+_MONTH = "(" + "|".join(MONTHS) + ")"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+#: Most specific first; each match is taken out of the text before the next pattern reads it, so that
+#: "8 May, 2023" names one day, not also the month of May and the whole of 2023.
+_DATE_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH},? ?{_YEAR}\b"), ("day", "month", "year")),
+    (re.compile(rf"\b{_MONTH} {_DAY},? ?{_YEAR}\b"), ("month", "day", "year")),
+    (re.compile(rf"\b{_MONTH},? (?:of )?{_YEAR}\b"), ("month", "year")),
+    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH}\b"), ("day", "month")),
+    (re.compile(rf"\b{_MONTH} {_DAY}\b(?!:)"), ("month", "day")),
+    # "May I ...", "May we ...": the verb, not the month.
+    (re.compile(rf"\b{_MONTH}\b(?! (?:I|we|you|he|she|they|it)\b)"), ("month",)),
+    (re.compile(rf"\b{_YEAR}\b"), ("year",)),
+)
+#: Relative times, resolved against the moment of the search: (days back the span starts, days back it ends).
+_RELATIVE = {
+    "today": (0, 0),
+    "yesterday": (1, 1),
+    "this week": (7, 0),
+    "last week": (14, 7),
+    "this month": (31, 0),
+    "last month": (62, 31),
+}
+_RELATIVE_PATTERN = re.compile(r"\b(" + "|".join(_RELATIVE) + r"|this year|last year)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NamedDate:
+    """A date the query names: calendar fields (any may be absent: "in May" is May of any year), or a
+    span of time for a relative one ("last week")."""
+
+    year: int | None = None
+    month: int | None = None
+    day: int | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def covers(self, moment: datetime) -> bool:
+        if self.start is not None and self.end is not None:
+            return self.start <= moment < self.end
+        when = moment.astimezone(UTC)
+        return all(
+            wanted is None or wanted == actual
+            for wanted, actual in ((self.year, when.year), (self.month, when.month), (self.day, when.day))
+        )
+
+
+def named_dates(text: str, now: datetime) -> tuple[NamedDate, ...]:
+    """The dates, months, years and relative times ("last week", against ``now``) a query names, matched
+    later against when each message was written (its session's date). Nothing is inferred: a query that
+    names no time names no date."""
+    found: list[NamedDate] = []
+    rest = text
+    for pattern, fields in _DATE_PATTERNS:
+        for match in pattern.finditer(rest):
+            values = dict(zip(fields, match.groups(), strict=True))
+            day = int(values["day"]) if "day" in values else None
+            month = MONTHS[values["month"]] if "month" in values else None
+            if day is not None and not 1 <= day <= 31:
+                continue
+            found.append(NamedDate(year=int(values["year"]) if "year" in values else None, month=month, day=day))
+        rest = pattern.sub(" ", rest)
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    for match in _RELATIVE_PATTERN.finditer(rest):
+        phrase = match[1].lower()
+        if phrase.endswith("year"):
+            year = today.year - (1 if phrase.startswith("last") else 0)
+            found.append(NamedDate(year=year))
+            continue
+        back, until = _RELATIVE[phrase]
+        found.append(NamedDate(start=today - timedelta(days=back), end=today - timedelta(days=until - 1)))
+    return tuple(dict.fromkeys(found))

@@ -33,6 +33,7 @@ from memory.retrieval.history_search.query import (
     HistoryQuery,
     match_text,
     named_actors,
+    named_dates,
     requester_identities,
     resolve_filters,
 )
@@ -128,6 +129,7 @@ def search_history(
     for source_id, message_id in neighbour_pairs(eligible, structural, params, context_sources(candidates.values())):
         if message_id in candidates:
             neighbours.setdefault(source_id, []).append(message_id)
+    now = timezone.now()
     signals = Signals(
         requester_ids=frozenset(requester_ids),
         named_ids=frozenset(named),
@@ -138,8 +140,9 @@ def search_history(
         ),
         window=frozenset(current_window(turn)),
         conversation_id=perspective.conversation_id,
-        now=timezone.now(),
+        now=now,
         neighbours={source: tuple(ids) for source, ids in neighbours.items()},
+        dates=named_dates(query.text, now),
     )
     scored = score_candidates(list(candidates.values()), signals)
     chosen = scored[:limit]

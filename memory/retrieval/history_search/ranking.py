@@ -22,7 +22,7 @@ RRF_K = 10
 CONTEXT_SOURCES = 25
 
 #: history@3 weights. The fused match leads (first in both arms -> 1.0; first in one arm -> 0.5). A
-#: named author (0.30) and exchange context (0.20 x the neighbours' summed match) can lift a weaker match
+#: named author (0.50) and exchange context (0.35 x the neighbours' summed match) can lift a weaker match
 #: past stronger ones by others or out of context, which is what a question about a person or an
 #: exchange needs. A date the query names (0.30) lifts what was written then past a somewhat better match
 #: from another day. The remaining features only break near-ties; the demotion applies only to the
@@ -31,8 +31,8 @@ CONTEXT_SOURCES = 25
 #: only (docs/quality.md), never on its held-out conversations.
 WEIGHTS = {
     "match": 1.00,
-    "named": 0.30,
-    "context": 0.20,
+    "named": 0.50,
+    "context": 0.35,
     "recency": 0.04,
     "same_actor": 0.03,
     "same_conversation": 0.03,

@@ -17,7 +17,9 @@ ids. Relevance is binary: a unit is relevant if it is one of the question's evid
 
 :class:`Evaluation` aggregates per category and overall; "overall" is the mean over the questions of
 the categories it is given (LoCoMo reports categories 1-4; category 5 is adversarial and is reported
-on its own).
+on its own). Evaluations of parts (one per conversation) are merged with :meth:`Evaluation.absorb`, so
+that each part's figures can be reported beside the whole's. Each score also keeps recall@1..``CURVE_DEPTH``,
+for recall curves.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 #: The categories the overall figures average over.
 OVERALL_CATEGORIES = (1, 2, 3, 4)
 METRIC_NAMES = ("recall@5", "recall@10", "mrr", "ndcg@10")
+#: How deep the recall curve of each question goes (recall@1 .. recall@CURVE_DEPTH).
+CURVE_DEPTH = 20
 
 
 def deduplicated(ranked: Iterable[str]) -> list[str]:
@@ -80,6 +84,8 @@ class QuestionScore:
     recall_at_10: float
     mrr: float
     ndcg_at_10: float
+    #: recall@1 .. recall@CURVE_DEPTH.
+    recall_curve: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(METRIC_NAMES, (self.recall_at_5, self.recall_at_10, self.mrr, self.ndcg_at_10), strict=True))
@@ -95,6 +101,7 @@ def score_question(ranked: Sequence[str], evidence: Collection[str], category: i
         recall_at_10=recall_at_k(ranked, evidence, 10),
         mrr=reciprocal_rank(ranked, evidence),
         ndcg_at_10=ndcg_at_k(ranked, evidence, 10),
+        recall_curve=tuple(recall_at_k(ranked, evidence, k) for k in range(1, CURVE_DEPTH + 1)),
     )
 
 
@@ -149,6 +156,21 @@ class Evaluation:
     def by_category(self) -> dict[int, Summary]:
         categories = sorted({s.category for s in self.scores} | set(self.skipped))
         return {c: Summary.of([s for s in self.scores if s.category == c]) for c in categories}
+
+    def recall_curve(self, categories: Collection[int] | None = None) -> list[float]:
+        """Mean recall@1 .. recall@CURVE_DEPTH over the scored questions of ``categories`` (default: the
+        overall ones); empty when there are none."""
+        wanted = self.overall_categories if categories is None else categories
+        curves = [s.recall_curve for s in self.scores if s.category in wanted and s.recall_curve]
+        if not curves:
+            return []
+        return [sum(values) / len(curves) for values in zip(*curves, strict=True)]
+
+    def absorb(self, part: Evaluation) -> None:
+        """Add a part's scores and skipped counts to this evaluation (the part is left unchanged)."""
+        self.scores.extend(part.scores)
+        for category, count in part.skipped.items():
+            self.skipped[category] = self.skipped.get(category, 0) + count
 
     @property
     def skipped_total(self) -> int:

@@ -75,7 +75,7 @@ def test_a_hanging_semantic_provider_degrades_every_api_call_to_authorized_lexic
         return [HangingRevisions()], [HangingMessages()], ""
 
     monkeypatch.setattr("memory.retrieval.service.semantic_providers", hanging)
-    monkeypatch.setattr("memory.retrieval.history_search.semantic_providers", hanging)
+    monkeypatch.setattr("memory.retrieval.history_search.search.semantic_providers", hanging)
 
     message = runtime.say("general", "U300", "What about the Q3 roadmap review?")
     session = runtime.session("general", "U300")

@@ -109,7 +109,8 @@ def _row_counts() -> tuple[int, ...]:
 
 
 def test_eval_locomo_reports_the_figures_as_its_last_line_and_changes_nothing(sample_file: Path) -> None:
-    """The last line is one JSON object with the overall and per-category figures; the single-hop
+    """The last line is one JSON object with the overall, per-category and per-conversation figures and
+    the recall curves; the single-hop
     question's only evidence turn is the first hit; the question whose evidence names no turn is
     skipped; the evaluation's workspace, messages and audit rows are all rolled back."""
     before = _row_counts()
@@ -127,6 +128,8 @@ def test_eval_locomo_reports_the_figures_as_its_last_line_and_changes_nothing(sa
         "mrr",
         "ndcg@10",
         "by_category",
+        "by_conversation",
+        "recall_curve",
         "skipped",
         "embedding_seconds",
         "question_ms_p50",
@@ -147,6 +150,19 @@ def test_eval_locomo_reports_the_figures_as_its_last_line_and_changes_nothing(sa
         assert 0.0 <= report[name] <= 1.0
     assert any(line.startswith("4 single-hop") for line in lines)
     assert any(line.startswith("overall 1-4") for line in lines)
+    # Per conversation: categories 1-4 only, as overall; the table names it and shows the spread.
+    conversation = report["by_conversation"]["conv-eval"]
+    assert conversation == {"questions": 2} | {
+        name: report[name] for name in ("recall@5", "recall@10", "mrr", "ndcg@10")
+    }
+    assert any(line.startswith("conv-eval") for line in lines)
+    assert any(line.startswith("spread (lowest-highest)") for line in lines)
+    # recall@1..20, overall and per category; recall@5 and @10 are points of the curve.
+    curve = report["recall_curve"]
+    assert set(curve) == {"overall", "2", "3", "4", "5"}
+    assert len(curve["overall"]) == 20 and curve["3"] == []
+    assert (curve["overall"][4], curve["overall"][9]) == (report["recall@5"], report["recall@10"])
+    assert curve["4"][0] == 1.0
 
     assert _row_counts() == before
 
@@ -201,3 +217,19 @@ def test_eval_locomo_refuses_an_unreadable_file(tmp_path: Path) -> None:
     empty.write_text("[]", encoding="utf-8")
     with pytest.raises(CommandError, match="no conversations"):
         call_command("eval_locomo", "--file", str(empty), verbosity=0, stdout=StringIO())
+
+
+def test_plot_locomo_draws_the_curves_of_each_mode(sample_file: Path, tmp_path: Path) -> None:
+    """plot_locomo reads eval_locomo's last line from each file and writes one PNG; a file without
+    that line is refused."""
+    out = StringIO()
+    call_command("eval_locomo", "--file", str(sample_file), verbosity=0, stdout=out)
+    result = tmp_path / "lexical.txt"
+    result.write_text(out.getvalue())
+    png = tmp_path / "curves.png"
+    call_command("plot_locomo", str(result), "--out", str(png), stdout=StringIO())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("no summary here\n")
+    with pytest.raises(CommandError, match="no eval_locomo summary line"):
+        call_command("plot_locomo", str(empty), "--out", str(png), stdout=StringIO())

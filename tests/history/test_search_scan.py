@@ -37,7 +37,7 @@ class Room(Speaks):
 
 @pytest.fixture
 def room(monkeypatch: pytest.MonkeyPatch) -> Room:
-    monkeypatch.setattr(history_search, "CANDIDATE_CAP", 3)
+    monkeypatch.setattr(history_search.search, "CANDIDATE_CAP", 3)
     agent = AgentFactory.create()
     connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
     alice, bob = (ActorFactory.create(connector=connector, display_name=n) for n in ("Alice", "Bob"))

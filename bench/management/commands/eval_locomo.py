@@ -22,9 +22,12 @@ against the question's normalised evidence with :mod:`bench.evaluation`.
 The whole evaluation runs in one transaction that is rolled back at the end: the database is left
 exactly as it was, append-only rows (messages, memories, evidence, audit events, vectors) included.
 
-Output: the normalisation summary, a per-category table and, as the last line, one JSON object with
-the overall figures (categories 1-4), ``by_category`` (1-5), the number of skipped questions (evidence
-empty after normalisation), and timings (``embedding_seconds``; per-question latency percentiles).
+Output: the normalisation summary, a per-category table, a per-conversation table (categories 1-4:
+the spread shows whether a change helps everywhere or in one conversation only) and, as the last line,
+one JSON object with the overall figures (categories 1-4), ``by_category`` (1-5), ``by_conversation``
+(1-4), ``recall_curve`` (recall@1..20 overall and per category, which ``plot_locomo`` draws), the
+number of skipped questions (evidence empty after normalisation), and timings (``embedding_seconds``;
+per-question latency percentiles).
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ class Command(BaseCommand):
 
         started = time.monotonic()
         evaluation = Evaluation()
+        by_conversation: dict[str, Evaluation] = {}
         timings = Timings()
         total = sum(len(c.questions) for c in parsed.conversations)
         run = uuid.uuid4().hex[:12]
@@ -131,9 +135,10 @@ class Command(BaseCommand):
             transaction.atomic(),
         ):
             for position, conversation in enumerate(parsed.conversations):
+                part = by_conversation.setdefault(conversation.sample_id, Evaluation())
                 evaluate_conversation(
                     conversation,
-                    evaluation,
+                    part,
                     workspace=f"eval-locomo-{run}-{position}",
                     limit=limit,
                     mode=mode,
@@ -141,6 +146,8 @@ class Command(BaseCommand):
                     timings=timings,
                     progress=progress,
                 )
+            for part in by_conversation.values():
+                evaluation.absorb(part)
             # Everything above was only needed to ask the questions.
             transaction.set_rollback(True)
         elapsed = time.monotonic() - started
@@ -152,6 +159,7 @@ class Command(BaseCommand):
             "the database is unchanged (rolled back)."
         )
         self.stdout.write(table(evaluation))
+        self.stdout.write(conversation_table(by_conversation))
         overall = evaluation.overall()
         report: dict[str, Any] = {
             "mode": mode,
@@ -162,6 +170,15 @@ class Command(BaseCommand):
                 str(category): {"questions": summary.questions, "skipped": evaluation.skipped.get(category, 0)}
                 | summary.metrics()
                 for category, summary in evaluation.by_category().items()
+            },
+            "by_conversation": {
+                name: {"questions": part.overall().questions} | part.overall().metrics()
+                for name, part in by_conversation.items()
+            },
+            "recall_curve": {"overall": [round(r, 4) for r in evaluation.recall_curve()]}
+            | {
+                str(category): [round(r, 4) for r in evaluation.recall_curve((category,))]
+                for category in evaluation.by_category()
             },
             "skipped": evaluation.skipped_total,
             "embedding_seconds": round(timings.embedding_seconds, 2),
@@ -271,17 +288,37 @@ def remember_observations(
     return units
 
 
+HEADER = f"{'questions':>10}{'skipped':>9}{'R@5':>8}{'R@10':>8}{'MRR':>8}{'nDCG@10':>9}"
+
+
+def row(label: str, summary: Summary, skipped: int) -> str:
+    return (
+        f"{label:<16}{summary.questions:>10}{skipped:>9}{summary.recall_at_5:>8.3f}{summary.recall_at_10:>8.3f}"
+        f"{summary.mrr:>8.3f}{summary.ndcg_at_10:>9.3f}"
+    )
+
+
+def conversation_table(by_conversation: dict[str, Evaluation]) -> str:
+    """Categories 1-4 of each conversation, then the spread (lowest and highest) of each figure."""
+    lines = [f"{'conversation':<16}{HEADER}"]
+    summaries = {name: part.overall() for name, part in by_conversation.items()}
+    for name, summary in summaries.items():
+        skipped = sum(n for c, n in by_conversation[name].skipped.items() if c in OVERALL_CATEGORIES)
+        lines.append(row(name, summary, skipped))
+    if summaries:
+        fields = {"R@5": "recall_at_5", "R@10": "recall_at_10", "MRR": "mrr", "nDCG@10": "ndcg_at_10"}
+        spread = (
+            f"{label} {min(getattr(s, f) for s in summaries.values()):.3f}-"
+            f"{max(getattr(s, f) for s in summaries.values()):.3f}"
+            for label, f in fields.items()
+        )
+        lines.append("spread (lowest-highest): " + ", ".join(spread))
+    return "\n".join(lines)
+
+
 def table(evaluation: Evaluation) -> str:
     """The per-category figures, then the overall row, as fixed-width text."""
-    header = f"{'category':<16}{'questions':>10}{'skipped':>9}{'R@5':>8}{'R@10':>8}{'MRR':>8}{'nDCG@10':>9}"
-
-    def row(label: str, summary: Summary, skipped: int) -> str:
-        return (
-            f"{label:<16}{summary.questions:>10}{skipped:>9}{summary.recall_at_5:>8.3f}{summary.recall_at_10:>8.3f}"
-            f"{summary.mrr:>8.3f}{summary.ndcg_at_10:>9.3f}"
-        )
-
-    lines = [header]
+    lines = [f"{'category':<16}{HEADER}"]
     for category, summary in evaluation.by_category().items():
         name = f"{category} {CATEGORY_NAMES.get(category, '?')}"
         lines.append(row(name, summary, evaluation.skipped.get(category, 0)))

@@ -1,0 +1,105 @@
+"""Conversation history search: the full transcript, under exactly the disclosure rule memory uses.
+
+Search is a candidate source and a ranking problem, not a new authorization boundary: every hit and
+every neighbour comes from :class:`memory.retrieval.eligibility.EligibleMessages` (agent through the
+conversation, source evidence, audience, lineage), decided in SQL before anything is ranked. The
+sidecar only narrows the scan; text is hydrated from ``history_message`` after authorization.
+
+Query words are OR'd (``engram_search_query``) and ranked by ``ts_rank``; the semantic arm (a
+provider) proposes candidates beside it and the two are fused by reciprocal rank. People the query
+names (resolved through the perspective's own actors, as the actor filter is) are matched as the
+authors of messages rather than as words. Structural filters (actor, conversation, connector, time
+range) only narrow, and an actor filter that does not resolve in the perspective returns nothing.
+Ranking (history@3) adds: authorship by a named person; exchange context (the summed match of a
+message's eligible neighbours, since a question and its answer are adjacent and often only one
+shares the query's words); the dates the query names (a day, month, year or relative span, matched
+against when each message was written); recency, same actor, same conversation, a small boost for rooms the
+requester spoke in, and a demotion of the window the turn already loaded. Context is computed over
+the pool and one bounded neighbour query through the same eligible set: it reorders, never adds. The
+message being answered and the loaded window are excluded. Every search, empty or not, writes a
+``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed
+each match; if that write fails the search fails. Results join the turn's evidence.
+
+Transcript lines are data, never instructions, exactly like memories: every hit and every neighbour
+goes through memory recall's safety scan (:func:`memory.retrieval.safety.block_reason`) when it is
+hydrated, before anything reaches the agent. A line that looks like a prompt injection or holds a
+credential is returned as ``[BLOCKED]`` with its id, position and metadata kept (so the exchange still
+reads in order and provenance still names it) and its text never shown; blocking is per message, and
+the search audit records how many were withheld and their ids (``blocked_count``,
+``blocked_message_ids``).
+
+The package is split by idea: :mod:`.query` (the query, its filters, the people and dates it names),
+:mod:`.candidates` (the lexical scan, provider re-validation and the lookups ranking reads),
+:mod:`.ranking` (the policy: a pure function of the pool), :mod:`.assembly` (hydration, evidence, audit)
+and :mod:`.search` (the service that runs them in order). Importers use the names re-exported here.
+"""
+
+from memory.retrieval.history_search.assembly import (
+    MESSAGES_PER_HIT,
+    NEIGHBOURS,
+    TURN_EVIDENCE_CEILING,
+    FoundMessage,
+    HistoryResult,
+    Hit,
+    blocked_placeholder,
+)
+from memory.retrieval.history_search.candidates import (
+    CANDIDATE_CAP,
+    CURRENT_WINDOW,
+    EXCHANGE_GAP,
+    EXCLUSION_RULES,
+    MessageCandidateProvider,
+)
+from memory.retrieval.history_search.query import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    Filters,
+    HistoryQuery,
+    match_text,
+    named_actors,
+)
+from memory.retrieval.history_search.ranking import (
+    CONTEXT_SOURCES,
+    POLICY_VERSION,
+    RECENCY_DAYS,
+    RRF_K,
+    WEIGHTS,
+    Candidate,
+    Signals,
+    context_sources,
+    fused_match,
+    score_candidates,
+)
+from memory.retrieval.history_search.search import search_history
+
+__all__ = [
+    "CANDIDATE_CAP",
+    "CONTEXT_SOURCES",
+    "CURRENT_WINDOW",
+    "DEFAULT_LIMIT",
+    "EXCHANGE_GAP",
+    "EXCLUSION_RULES",
+    "MAX_LIMIT",
+    "MESSAGES_PER_HIT",
+    "NEIGHBOURS",
+    "POLICY_VERSION",
+    "RECENCY_DAYS",
+    "RRF_K",
+    "TURN_EVIDENCE_CEILING",
+    "WEIGHTS",
+    "Candidate",
+    "Filters",
+    "FoundMessage",
+    "HistoryQuery",
+    "HistoryResult",
+    "Hit",
+    "MessageCandidateProvider",
+    "Signals",
+    "blocked_placeholder",
+    "context_sources",
+    "fused_match",
+    "match_text",
+    "named_actors",
+    "score_candidates",
+    "search_history",
+]

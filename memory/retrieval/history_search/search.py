@@ -1,0 +1,154 @@
+"""The search itself: query forming, candidates, ranking and assembly, in that order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import Any
+
+from django.utils import timezone
+
+from config.replica import routed_read
+from history.models import Turn
+from memory.embeddings.search import semantic_providers
+from memory.retrieval.eligibility import EligibleMessages, Perspective
+from memory.retrieval.history_search.assembly import (
+    MESSAGES_PER_HIT,
+    TURN_EVIDENCE_CEILING,
+    HistoryResult,
+    finish,
+    hydrate,
+)
+from memory.retrieval.history_search.candidates import (
+    CANDIDATE_CAP,
+    EXCLUSION_RULES,
+    MessageCandidateProvider,
+    conversations_spoken_in,
+    current_window,
+    lexical_pool,
+    neighbour_pairs,
+    revalidate,
+)
+from memory.retrieval.history_search.query import (
+    HistoryQuery,
+    match_text,
+    named_actors,
+    named_dates,
+    requester_identities,
+    resolve_filters,
+)
+from memory.retrieval.history_search.ranking import Candidate, Signals, context_sources, fused_match, score_candidates
+from memory.retrieval.providers import ProviderCall, run_providers
+
+
+@routed_read
+def search_history(
+    *,
+    perspective: Perspective,
+    query: HistoryQuery,
+    turn: Turn | None = None,
+    exclude_message_ids: Iterable[int] = (),
+    providers: Sequence[MessageCandidateProvider] | None = None,
+    lexical: bool = True,
+) -> HistoryResult:
+    """Search the perspective's eligible transcript. With a turn, results join its evidence.
+
+    ``providers`` None means the configured semantic arm (or lexical only, with the reason recorded);
+    ``()`` means lexical only. ``lexical=False`` leaves the sidecar arm out (the provider arms alone
+    propose candidates, e.g. to measure them); eligibility, exclusions and filters are unchanged, and
+    the exclusion counts, which describe the lexical scan, are then all zero.
+    """
+    unavailable = ""
+    if providers is None:
+        _, providers, unavailable = semantic_providers()
+    excluded = set(exclude_message_ids)
+    evidence: list[int] = []
+    if turn is not None:
+        excluded.update(turn.loaded_message_ids)
+        excluded.add(turn.inbound_message_id)
+        evidence = list(turn.evidence_message_ids)
+    requester_ids = requester_identities(perspective)
+    filters = resolve_filters(perspective, query, requester_ids)
+    remaining = TURN_EVIDENCE_CEILING - len(set(evidence))
+    if remaining <= 0:
+        return finish(perspective, query, turn, filters, [], {}, code="search_budget_exhausted")
+    if filters is None or not query.text.strip():
+        return finish(perspective, query, turn, filters, [], {})
+    # Near the ceiling, ask for fewer hits so that hits plus neighbours still fit.
+    limit = max(1, min(query.limit, remaining // MESSAGES_PER_HIT))
+
+    eligible = EligibleMessages(perspective)
+    params = {
+        **eligible.params(),
+        "q_text": query.text,
+        "q_excluded": sorted(excluded),
+        "q_cap": CANDIDATE_CAP,
+        **filters.params,
+    }
+    structural = filters.sql
+    named = named_actors(perspective, query.text)
+    text = match_text(query.text, named)
+    ranks: dict[str, dict[int, int]] = {}
+    rows: dict[int, tuple[Any, ...]] = {}
+    counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
+    if lexical:
+        pool, counts = lexical_pool(eligible, structural, {**params, "q_text": text})
+        ranks["lexical"] = {}
+        for rank, row in enumerate(pool, start=1):
+            ranks["lexical"][row[0]] = rank
+            rows[row[0]] = row
+    outcome = run_providers(
+        [
+            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, text, CANDIDATE_CAP))
+            for p in providers
+        ],
+        cap=CANDIDATE_CAP,
+    )
+    proposed = {hit.target_id for hit in outcome.hits}
+    # Provider ids count only once the same eligibility, exclusions and filters admit them.
+    for row in revalidate(eligible, structural, params, proposed - rows.keys()):
+        rows[row[0]] = row
+    for hit in outcome.hits:
+        if hit.target_id in rows:
+            arm = ranks.setdefault(hit.arm, {})
+            arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
+    relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers)]
+    candidates = {
+        message_id: Candidate(
+            message_id=message_id,
+            conversation_id=conversation_id,
+            actor_id=actor_id,
+            created_at=created_at,
+            match=fused_match(message_id, ranks, relevance_arms),
+        )
+        for message_id, conversation_id, actor_id, created_at in rows.values()
+    }
+    # Exchange context: which pool members are adjacent, in the eligible transcript, to the strongest
+    # matches (one bounded query). Context only reorders the pool; it never adds a message to it.
+    neighbours: dict[int, list[int]] = {}
+    for source_id, message_id in neighbour_pairs(eligible, structural, params, context_sources(candidates.values())):
+        if message_id in candidates:
+            neighbours.setdefault(source_id, []).append(message_id)
+    now = timezone.now()
+    signals = Signals(
+        requester_ids=frozenset(requester_ids),
+        named_ids=frozenset(named),
+        spoke_in=frozenset(
+            conversations_spoken_in(
+                perspective.agent_id, requester_ids, {c.conversation_id for c in candidates.values()}
+            )
+        ),
+        window=frozenset(current_window(turn)),
+        conversation_id=perspective.conversation_id,
+        now=now,
+        neighbours={source: tuple(ids) for source, ids in neighbours.items()},
+        dates=named_dates(query.text, now),
+    )
+    scored = score_candidates(list(candidates.values()), signals)
+    chosen = scored[:limit]
+    eligible_count = counts.get("eligible", 0) if lexical else len(candidates)
+    counts["below_cutoff"] = max(0, eligible_count - len(chosen))
+    counts.pop("eligible", None)
+    hits = hydrate(eligible, params, chosen, budget=remaining)
+    degradation = ",".join(d for d in (unavailable, outcome.degradation) if d)
+    return finish(perspective, query, turn, filters, hits, counts, degradation=degradation)

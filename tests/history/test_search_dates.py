@@ -1,0 +1,60 @@
+"""History search's query forming reads the dates a query names, and ranking lifts what was written then."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory.retrieval.history_search.query import NamedDate, named_dates
+from memory.retrieval.history_search.ranking import Candidate, Signals, score_candidates
+
+NOW = datetime(2026, 12, 5, 15, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What did Tim read on 8th December, 2023?", (NamedDate(year=2023, month=12, day=8),)),
+        ("Which photo did John share on December 1,2023?", (NamedDate(year=2023, month=12, day=1),)),
+        ("What did Nate share in August 2022?", (NamedDate(year=2022, month=8),)),
+        ("When did John get injured in 2023?", (NamedDate(year=2023),)),
+        ("Where was Tim in the second week of November?", (NamedDate(month=11),)),
+        ("How is the garden?", ()),
+        ("May I ask how the garden is?", ()),
+    ],
+)
+def test_a_query_names_days_months_and_years_and_nothing_else(text: str, expected: tuple[NamedDate, ...]) -> None:
+    """The most specific reading wins: "8th December, 2023" names that day, not also December and 2023."""
+    assert named_dates(text, NOW) == expected
+
+
+def test_relative_times_are_read_against_the_moment_of_the_search() -> None:
+    (yesterday,) = named_dates("what did we decide yesterday?", NOW)
+    assert yesterday.covers(datetime(2026, 12, 4, 23, 0, tzinfo=UTC))
+    assert not yesterday.covers(datetime(2026, 12, 5, 9, 0, tzinfo=UTC))
+    (last_year,) = named_dates("the trip last year", NOW)
+    assert last_year == NamedDate(year=2025)
+
+
+def test_a_named_date_reorders_the_pool_and_adds_nothing() -> None:
+    """Of two equal matches, the one written on the named day comes first; the pool is unchanged."""
+    then = Candidate(
+        message_id=1, conversation_id=1, actor_id=None, created_at=datetime(2023, 5, 8, 13, tzinfo=UTC), match=0.5
+    )
+    other = Candidate(
+        message_id=2, conversation_id=1, actor_id=None, created_at=datetime(2023, 6, 8, 13, tzinfo=UTC), match=0.6
+    )
+    signals = Signals(
+        requester_ids=frozenset(),
+        named_ids=frozenset(),
+        spoke_in=frozenset(),
+        window=frozenset(),
+        conversation_id=None,
+        now=NOW,
+        neighbours={},
+        dates=named_dates("What did Caroline do on 8 May, 2023?", NOW),
+    )
+    scored = score_candidates([other, then], signals)
+    assert [message_id for _, message_id, _ in scored] == [1, 2]
+    assert scored[0][2]["date"] == 1.0 and scored[1][2]["date"] == 0.0

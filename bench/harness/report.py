@@ -13,6 +13,25 @@ from typing import Any
 SIZE_SERIES = (
     ("recall_lexical", "memory recall, lexical"),
     ("history", "history search"),
+    ("plain_fts_all", "plain full-text search, all terms"),
+    ("plain_fts_any", "plain full-text search, any term"),
+)
+#: The ratios of ``result["ratios"]``: (key, label), per size and at the full size.
+SIZE_RATIOS = (
+    ("recall_lexical", "memory recall, lexical / its bare SQL (p50)"),
+    ("history", "history search / its bare SQL (p50)"),
+    ("history_vs_plain_fts_all_p95", "history search / plain full-text search, all terms (p95)"),
+    ("history_vs_plain_fts_any_p95", "history search / plain full-text search, any term (p95)"),
+)
+FULL_RATIOS = (
+    ("recall_hybrid", "memory recall, hybrid / its bare SQL (p50)"),
+    ("ingest", "ingest: bare INSERTs' messages/s / the service's"),
+)
+GROWTH_LABELS = (
+    ("recall_lexical", "memory recall, lexical"),
+    ("history", "history search"),
+    ("plain_fts_all", "plain full-text search, all terms"),
+    ("plain_fts_any", "plain full-text search, any term"),
 )
 SQL_SERIES = (("sql_rare_ms", "sidecar SQL, rare term"), ("sql_common_ms", "sidecar SQL, common term"))
 RECALL_AT = (1, 5, 10, 20)
@@ -92,6 +111,37 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.1f}x"
 
 
+def ratio_table(result: dict[str, Any]) -> list[str]:
+    """The run's ratios as Markdown tables: service / bare SQL and history / plain search by size, the
+    full size's other overheads, and p95 growth from the first size."""
+    ratios = result["ratios"]
+    sizes = ratios["sizes"]
+    header = " | ".join(
+        f"{size['messages']:,} messages ({size['agents']} agent{'' if size['agents'] == 1 else 's'})" for size in sizes
+    )
+    lines = [f"| ratio | {header} |", "| --- | " + " | ".join("---:" for _ in sizes) + " |"]
+    for key, label in SIZE_RATIOS:
+        lines.append(f"| {label} | " + " | ".join(_times(size[key]) for size in sizes) + " |")
+    for key, label in FULL_RATIOS:
+        # Measured at the full size only: the last column.
+        cells = [""] * (len(sizes) - 1) + [_times(ratios["full"][key])]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    growth = ratios["p95_growth"]
+    first = growth["messages"][0]
+    lines += [
+        "",
+        f"| p95 growth from {first:,} messages | " + " | ".join(f"{m:,}" for m in growth["messages"]) + " |",
+        "| --- | " + " | ".join("---:" for _ in growth["messages"]) + " |",
+    ]
+    for key, label in GROWTH_LABELS:
+        lines.append(f"| {label} | " + " | ".join(_times(value) for value in growth[key]) + " |")
+    return lines
+
+
+def _times(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.2f}x"
+
+
 def markdown(result: dict[str, Any], paths: dict[str, Path]) -> str:
     corpus, run, overhead = result["corpus"], result["run"], result["overhead"]
     lines = [
@@ -115,6 +165,12 @@ def markdown(result: dict[str, Any], paths: dict[str, Path]) -> str:
         "million messages counts every table and index of the schema (the memory tables grow with it: one "
         f"revision per five messages). Hybrid recall runs over the {result['embedded_agents']} agent(s) whose "
         f"{result['embedded_revisions']:,} revisions are embedded.",
+        "",
+        "## Ratios",
+        "",
+        "Ratios between figures of this one run, the results that compare across machines.",
+        "",
+        *ratio_table(result),
         "",
         "## Results",
         "",
@@ -152,15 +208,17 @@ def markdown(result: dict[str, Any], paths: dict[str, Path]) -> str:
         "",
         f"![latency against corpus size]({paths['latency_plot'].name})",
         "",
-        "| agents | messages | revisions | recall p50 / p95 ms | history p50 / p95 ms | SQL rare / common ms "
-        "| database MB |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| agents | messages | revisions | recall p50 / p95 ms | history p50 / p95 ms | plain FTS all terms p50 / p95"
+        " ms | plain FTS any term p50 / p95 ms | SQL rare / common ms | database MB |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for size in result["sizes"]:
         lines.append(
             f"| {size['agents']} | {size['messages']:,} | {size['revisions']:,} | "
             f"{_ms(size['recall_lexical_p50_ms'])} / {_ms(size['recall_lexical_p95_ms'])} | "
             f"{_ms(size['history_p50_ms'])} / {_ms(size['history_p95_ms'])} | "
+            f"{_ms(size['plain_fts_all_p50_ms'])} / {_ms(size['plain_fts_all_p95_ms'])} | "
+            f"{_ms(size['plain_fts_any_p50_ms'])} / {_ms(size['plain_fts_any_p95_ms'])} | "
             f"{_ms(size['sql_rare_ms'])} / {_ms(size['sql_common_ms'])} | {size['db_mb']:,.0f} |"
         )
     lines += [

@@ -12,16 +12,26 @@ message carries connector source evidence; the corpus is lexical, so its writes 
 work. Agent ``i`` depends only on the corpus totals, the seed and ``i`` (its name says so), which makes
 the corpus reproducible and lets it grow by agents.
 
-Sizes. The corpus is built in three steps, the first tenth of the agents (tenants join in order),
-the first third, then all, each step in one transaction, and each size is measured as soon as it
-is built, so the database then holds exactly that corpus: the latency-against-size plot. A second
-run finds the agents and reuses them (the smaller sizes are then measured over their agents inside
-the whole corpus).
+Sizes. The corpus is built in three steps, the first hundredth of the agents (tenants join in
+order), the first tenth, then all: at scale 1 one agent (10,000 messages), 10 agents (100,000) and
+100 agents (1,000,000). A size holds at least one agent, and sizes that round to the same number of
+agents are measured once (at 10 agents: 1 and 10). Each step is built in one transaction and each
+size is measured as soon as it is built, so the database then holds exactly that corpus: the
+latency-against-size plot. A second run finds the agents and reuses them (the smaller sizes are then
+measured over their agents inside the whole corpus).
 
 Measured at each size, as medians over ``--repeats`` repetitions (each of Q questions, after a
 warm-up), on the size's agents: memory recall (lexical) and history search p50/p95 with, for every
 question, the bare sidecar SQL it rests on; the bare sidecar query for a rare and a common term
-(``bench_history``: median of repeated executions); the database size. At the full size also:
+(``bench_history``: median of repeated executions); the database size. Beside history search, every
+question is also asked of a plain PostgreSQL full-text baseline over the same messages: an UNLOGGED
+table ``bench_plain_fts`` (message id, agent, body and ``to_tsvector('english', body)``, a GIN index
+on the vector and a btree on the agent) filled from the size's messages, searched within the
+question's agent and ranked by ``ts_rank``, top 10, once with all the question's terms
+(``plainto_tsquery``) and once with any of them (the same terms OR-ed, as a plain search box does).
+It has no eligibility, no audience and no trace: what a search without Engram's rules costs. The
+table is created for each size and dropped before the size's database size is read, so the product
+schema never holds it. At the full size also:
 
 - memory recall p50/p95 with the semantic arm (hybrid) over the first size's agents, whose revisions
   are embedded once and kept (``bench_embed``);
@@ -38,7 +48,12 @@ question, the bare sidecar SQL it rests on; the bare sidecar query for a rare an
 Questions, turns, ingested messages and embedded texts per repetition follow the square root of
 ``--scale`` (300, 200, 10,000 and 2,048 at scale 1), so small runs stay short and large ones steady.
 The service / bare SQL ratios say what each service call adds to the statement it rests on: its
-eligibility checks, ranking, rendering, trace and audit rows.
+eligibility checks, ranking, rendering, trace and audit rows. Only ratios between figures measured in
+one run compare across machines (their speed moves between boots by up to three times), so the result
+collects them in ``ratios``: per size, each service call's p50 over its bare SQL's p50 and history
+search's p95 over the plain baseline's p95 (both variants); at the full size, hybrid recall's and
+ingest's overhead; and the p95 growth of recall, history search and the plain baseline from the
+first size to each larger one (10,000 to 100,000 and 1,000,000 messages at scale 1).
 
 It migrates the database first, so it runs from an empty ``ENGRAM_VAR_DIR``. It writes
 ``bench_all.json``, ``bench_all.md`` and two PNG plots under ``--out`` (``bench/`` in the
@@ -56,7 +71,8 @@ import socket
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -75,7 +91,7 @@ from accounts.models import Actor, RuntimeAgent, Tenant
 from bench.evaluation import OVERALL_CATEGORIES, Evaluation, QuestionScore, recall_at_k
 from bench.harness.corpus import CorpusSpec, locomo_dev_path, settle
 from bench.harness.machine import cpu_probe_seconds
-from bench.harness.report import write_report
+from bench.harness.report import ratio_table, write_report
 from bench.harness.stats import percentile
 from bench.locomo import LocomoConversation, load_locomo
 from bench.management.commands import bench_history, bench_recall, bench_turn
@@ -91,7 +107,7 @@ from memory.retrieval.history_search import MAX_LIMIT
 TENANT_PREFIX = "bench-all"
 DEFAULTS = {"messages": 1_000_000, "revisions": 200_000, "agents": 100, "tenants": 20}
 MIN_AGENTS, MIN_TENANTS = 10, 2
-SIZE_FRACTIONS = (1 / 10, 1 / 3, 1)
+SIZE_FRACTIONS = (1 / 100, 1 / 10, 1)
 #: Share of an agent's chat messages that are generated statements rather than LoCoMo turns.
 VARIATION = 0.2
 #: Questions per repetition, turns per repetition and texts the embedding worker embeds, at scale 1;
@@ -110,6 +126,32 @@ RECALL_BARE_SQL = (
 #: An index a plan reads, in ``EXPLAIN`` text.
 PLAN_INDEX = re.compile(r"Index (?:Only )?Scan (?:using|on) (\w+)")
 HISTORY_TABLES = ("history_message", "history_messagesearchdocument", "history_messagesourceevidence")
+#: The plain full-text baseline: a table outside the product schema, created and dropped per size.
+PLAIN_TABLE = "bench_plain_fts"
+PLAIN_LIMIT = 10
+PLAIN_BUILD = (
+    f"DROP TABLE IF EXISTS {PLAIN_TABLE}",
+    f"CREATE UNLOGGED TABLE {PLAIN_TABLE} (id bigint PRIMARY KEY, agent_id bigint NOT NULL, body text NOT NULL,"
+    " tsv tsvector NOT NULL)",
+    f"INSERT INTO {PLAIN_TABLE} SELECT id, agent_id, body, to_tsvector('english', body) FROM history_message"
+    " WHERE agent_id = ANY(%s)",
+    f"CREATE INDEX {PLAIN_TABLE}_tsv ON {PLAIN_TABLE} USING gin (tsv)",
+    f"CREATE INDEX {PLAIN_TABLE}_agent ON {PLAIN_TABLE} (agent_id)",
+    f"ANALYZE {PLAIN_TABLE}",
+)
+#: The baseline's two queries, by variant; parameters: the question's text, then its agent. "any"
+#: OR-s the lexemes ``plainto_tsquery`` AND-s (its lexemes are quoted, so the text swap is exact).
+PLAIN_QUERIES = {
+    variant: f"SELECT p.id FROM {PLAIN_TABLE} p, (SELECT {query} AS query) AS q"
+    f" WHERE p.agent_id = %s AND p.tsv @@ q.query ORDER BY ts_rank(p.tsv, q.query) DESC LIMIT {PLAIN_LIMIT}"
+    for variant, query in (
+        ("all", "plainto_tsquery('english', %s)"),
+        ("any", "replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery"),
+    )
+}
+PLAIN_VARIANTS = tuple(PLAIN_QUERIES)
+#: Series whose p95 growth with the corpus the result reports: (key prefix in a size's figures).
+GROWTH_SERIES = ("recall_lexical", "history", *(f"plain_fts_{variant}" for variant in PLAIN_VARIANTS))
 
 
 @dataclass(frozen=True)
@@ -148,15 +190,48 @@ class Timed:
 
     service: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
+    #: The plain full-text baseline's times of the same questions, by variant (history search only).
+    plain: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _median_percentile(runs: list[list[float]], p: int) -> float:
+    return round(statistics.median(percentile(sorted(values), p) for values in runs), 3)
 
 
 def summarise(runs: list[Timed]) -> dict[str, float]:
-    """Median over the repetitions of each one's p50 and p95, and of the bare SQL's p50."""
-    return {
-        "p50_ms": round(statistics.median(percentile(sorted(r.service), 50) for r in runs), 3),
-        "p95_ms": round(statistics.median(percentile(sorted(r.service), 95) for r in runs), 3),
-        "bare_p50_ms": round(statistics.median(percentile(sorted(r.bare), 50) for r in runs), 3),
+    """Median over the repetitions of each one's p50 and p95, of the bare SQL's p50 and, where the
+    plain baseline was asked too, of its p50 and p95 (``plain_fts_<variant>_*``)."""
+    figures = {
+        "p50_ms": _median_percentile([r.service for r in runs], 50),
+        "p95_ms": _median_percentile([r.service for r in runs], 95),
+        "bare_p50_ms": _median_percentile([r.bare for r in runs], 50),
     }
+    for variant in runs[0].plain:
+        for p in (50, 95):
+            figures[f"plain_fts_{variant}_p{p}_ms"] = _median_percentile([r.plain[variant] for r in runs], p)
+    return figures
+
+
+def size_ratios(size: dict[str, Any]) -> dict[str, float | None]:
+    """One size's ratios: each service call's p50 over its bare SQL's p50, and history search's p95
+    over the plain baseline's p95, by variant."""
+    return {
+        "recall_lexical": _ratio(size["recall_lexical_p50_ms"], size["recall_lexical_bare_p50_ms"]),
+        "history": _ratio(size["history_p50_ms"], size["history_bare_p50_ms"]),
+        **{
+            f"history_vs_plain_fts_{variant}_p95": _ratio(size["history_p95_ms"], size[f"plain_fts_{variant}_p95_ms"])
+            for variant in PLAIN_VARIANTS
+        },
+    }
+
+
+def p95_growth(sizes: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each series' p95 at each size over its p95 at the first (smallest) size, aligned with ``messages``."""
+    first = sizes[0]
+    growth: dict[str, list[Any]] = {"messages": [size["messages"] for size in sizes]}
+    for key in GROWTH_SERIES:
+        growth[key] = [_ratio(size[f"{key}_p95_ms"], first[f"{key}_p95_ms"]) for size in sizes]
+    return growth
 
 
 def scaled(count: int, scale: float, floor: int) -> int:
@@ -217,7 +292,14 @@ class Command(BaseCommand):
                 f"  recall p50 {size['recall_lexical_p50_ms']:.2f} ms, p95 {size['recall_lexical_p95_ms']:.2f} ms; "
                 f"history p50 {size['history_p50_ms']:.2f} ms, p95 {size['history_p95_ms']:.2f} ms; "
                 f"SQL rare {size['sql_rare_ms']:.3f} ms, common {size['sql_common_ms']:.3f} ms; "
-                f"database {size['db_mb']:,.0f} MB"
+                f"plain FTS p95 all terms {size['plain_fts_all_p95_ms']:.2f} ms, "
+                f"any term {size['plain_fts_any_p95_ms']:.2f} ms; database {size['db_mb']:,.0f} MB"
+            )
+            ratios = size_ratios(size)
+            self.stdout.write(
+                f"  ratios: recall / bare SQL {ratios['recall_lexical']}, history / bare SQL {ratios['history']} "
+                f"(p50); history / plain FTS p95 all terms {ratios['history_vs_plain_fts_all_p95']}, "
+                f"any term {ratios['history_vs_plain_fts_any_p95']}"
             )
         full = sizes[-1]
 
@@ -283,6 +365,12 @@ class Command(BaseCommand):
             ],
             "locomo": curves,
         }
+        # The ratios between figures of this one run: the results that compare across machines.
+        result["ratios"] = {
+            "full": dict(result["overhead"]),
+            "sizes": [{"agents": size["agents"], "messages": size["messages"], **size_ratios(size)} for size in sizes],
+            "p95_growth": p95_growth(sizes),
+        }
         result["run"] = {
             "command": command_line(options),
             "started_at": started_at,
@@ -298,6 +386,8 @@ class Command(BaseCommand):
         paths = write_report(result, out)
         result["files"] = {kind: str(path) for kind, path in paths.items()} | {"json": str(out / "bench_all.json")}
         (out / "bench_all.json").write_text(json.dumps(result, indent=2) + "\n")
+        for line in ratio_table(result):
+            self.stdout.write(line)
         self.stdout.write(f"report: {paths['report']}")
         self.stdout.write(json.dumps(result))
 
@@ -493,8 +583,9 @@ def measure_size(agents: list[RuntimeAgent], rng: random.Random, *, queries: int
 
     recall_figures = time_recall(agents, rng, queries, repeats, semantic=False, bare=recall_bare)
     figures.update({f"recall_lexical_{k}": v for k, v in recall_figures.items()})
-    history_figures = time_history(agents, rng, queries, repeats)
-    figures.update({f"history_{k}": v for k, v in history_figures.items()})
+    with plain_fts(agents):
+        history_figures = time_history(agents, rng, queries, repeats)
+    figures.update({k if k.startswith("plain_fts_") else f"history_{k}": v for k, v in history_figures.items()})
     figures.update(database_size())
     return figures
 
@@ -523,18 +614,38 @@ def time_recall(
     return summarise(runs)
 
 
+@contextmanager
+def plain_fts(agents: list[RuntimeAgent]) -> Iterator[None]:
+    """The plain full-text baseline's table over the messages of ``agents``, dropped on the way out."""
+    try:
+        with connection.cursor() as cursor:
+            for statement in PLAIN_BUILD:
+                cursor.execute(statement, [[agent.pk for agent in agents]] if "%s" in statement else None)
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {PLAIN_TABLE}")
+
+
 def time_history(agents: list[RuntimeAgent], rng: random.Random, queries: int, repeats: int) -> dict[str, float]:
+    """History search, its bare sidecar SQL and the plain baseline (``plain_fts``), each question
+    asked of all three in turn."""
     bench = bench_history.ServiceBench.load(agents, rng)
     for _ in range(bench_history.WARMUP):
-        bench.time(bench.question())
+        question = bench.question()
+        bench.time(question)
+        for sql in PLAIN_QUERIES.values():
+            bare_ms(sql, [question.text, question.conversation.agent_id])
     runs = []
     for _ in range(repeats):
-        timed = Timed()
+        timed = Timed(plain={variant: [] for variant in PLAIN_VARIANTS})
         for _ in range(queries):
             question = bench.question()
             timed.service.append(bench.time(question))
             agent_id = question.conversation.agent_id
             timed.bare.append(bare_ms(bench_history.BARE_SQL, bench_history.bare_params(agent_id, question.text)))
+            for variant, sql in PLAIN_QUERIES.items():
+                timed.plain[variant].append(bare_ms(sql, [question.text, agent_id]))
         runs.append(timed)
     return summarise(runs)
 

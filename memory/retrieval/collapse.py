@@ -25,6 +25,11 @@ from memory.retrieval.candidates import Candidate
 
 WORDS = re.compile(r"[a-z0-9]+")
 NEAR_DUPLICATE_JACCARD = 0.8
+#: A refilled item must match the query nearly as well as the best item does (its fused match at least
+#: this fraction of the best): in hybrid recall, near the top of both relevance arms. Items the cap
+#: left out below that bar were almost never relevant (LoCoMo dev), so adding them would raise the
+#: noise ratio, which spec 001's gates forbid (docs/quality-recall.md).
+REFILL_MATCH_RATIO = 0.9
 
 
 def restatement_key(candidate: Candidate) -> tuple[int | None, str]:
@@ -94,7 +99,8 @@ def collapse(
         restatements.add(key)
         candidate.conflicts = [p for p in candidate.conflicts if p in present]
         kept.append(candidate)
-    refilled = refill(capped_out, restatements, asked_subjects=asked_subjects, room=room - len(kept))
+    bar = REFILL_MATCH_RATIO * max((c.match for c in ranked), default=0.0)
+    refilled = refill(capped_out, restatements, asked_subjects=asked_subjects, room=room - len(kept), bar=bar)
     if not refilled:
         return kept
     for candidate in refilled:
@@ -108,12 +114,14 @@ def refill(
     *,
     asked_subjects: Collection[int],
     room: int,
+    bar: float = 0.0,
 ) -> list[Candidate]:
     """The capped-out candidates that take the budget the capped pass left unused, in rank order.
 
     Only when exactly one subject the question is about has candidates left over: that subject is
-    the question, and nobody else the question asks about is waiting for the same slots. The items
-    keep their scores (a near-duplicate keeps its penalty), and an exact restatement is still trimmed.
+    the question, and nobody else the question asks about is waiting for the same slots. Only items
+    whose match reaches ``bar`` are taken. The items keep their scores (a near-duplicate keeps its
+    penalty), and an exact restatement is still trimmed.
     """
     overflowing = {c.subject_id for c in capped_out if c.subject_id in asked_subjects}
     if room <= 0 or len(overflowing) != 1:
@@ -123,7 +131,7 @@ def refill(
         if len(refilled) >= room:
             break
         key = restatement_key(candidate)
-        if candidate.subject_id not in overflowing or key in restatements:
+        if candidate.subject_id not in overflowing or key in restatements or candidate.match < bar:
             continue
         restatements.add(key)
         refilled.append(candidate)

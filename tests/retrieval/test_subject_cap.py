@@ -18,11 +18,12 @@ ALICE, BOB = 1, 2
 
 
 def ranked(*subjects: int | None) -> list[Candidate]:
-    """Candidates in rank order (scores descending), one distinct statement each."""
+    """Candidates in rank order (scores descending), one distinct statement each, all strong matches."""
     items = []
     for n, subject in enumerate(subjects, start=1):
         item = candidate(n, f"statement number {n} about {subject}", subject_id=subject)
         item.score = 1.0 - n / 100
+        item.features = (1.0 - n / 1000, *(0.0,) * 9)
         items.append(item)
     return items
 
@@ -58,6 +59,14 @@ def test_the_subject_of_the_question_refills_the_unused_budget_in_rank_order() -
 def test_one_of_two_asked_about_subjects_refills_when_the_other_has_nothing_left() -> None:
     items = ranked(ALICE, ALICE, ALICE, BOB)
     assert kept(items, asked_subjects=[ALICE, BOB], room=10) == [1, 2, 3, 4]
+
+
+def test_a_weak_match_is_not_refilled() -> None:
+    """The refill adds only items that match nearly as well as the best one (``REFILL_MATCH_RATIO``):
+    the rest were almost never relevant, and would only dilute the block."""
+    items = ranked(ALICE, ALICE, ALICE, ALICE)
+    items[3].features = (0.5, *(0.0,) * 9)
+    assert kept(items, asked_subjects=[ALICE], room=10) == [1, 2, 3]
 
 
 def test_a_refilled_near_duplicate_keeps_its_penalty_and_restatements_stay_trimmed() -> None:

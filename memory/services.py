@@ -25,6 +25,7 @@ from config.errors import Conflict, NotFound, Unprocessable
 from config.indexer import notify_indexer
 from history.audience import Audience, most_restrictive
 from history.models import Conversation, Message, MessageDirection, MessageSourceEvidence, Turn
+from memory.conflicts import link_conflicts
 from memory.fingerprint import is_rejected
 from memory.models import (
     Authority,
@@ -145,8 +146,10 @@ def memory_remember(
 ) -> WriteResult:
     """Create a new entry and its revision 1. It never touches an existing entry.
 
-    A statement an end user rejected as untrue (``memory.rejections``) is refused with
-    ``rejected_belief``, whoever re-derives or imports it: a rejected belief never comes back.
+    A statement an end user rejected as untrue (``memory.rejections``), or a rewording of it, is
+    refused with ``rejected_belief``, whoever re-derives or imports it: a rejected belief never comes
+    back. A belief that contradicts a live one the same readers can see is stored and linked to it as
+    a conflict (:mod:`memory.conflicts`); neither is resolved.
     """
     sources = _resolve_sources(agent, provenance)
     _validate_belief(agent, belief)
@@ -165,6 +168,7 @@ def memory_remember(
     )
     entry.current_revision = revision
     entry.save(update_fields=["current_revision"])
+    link_conflicts(revision)  # linked for review, never resolved here
     operation = MemoryOperation.objects.create(
         agent=agent,
         turn=turn,
@@ -241,6 +245,7 @@ def revision_amend(
     )
     entry.current_revision = revision
     entry.save(update_fields=["current_revision"])
+    link_conflicts(revision)  # linked for review, never resolved here
     subject_changed = revision.subject_id != previous.subject_id
     operation = MemoryOperation.objects.create(
         agent=agent,

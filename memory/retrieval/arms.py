@@ -90,7 +90,7 @@ def sql_arms(
     """
     params: dict[str, Any] = {
         **eligible.params(),
-        "q_text": query.text,
+        "q_text": query.arm_text,
         "q_subjects": list(query.subject_ids),
         "q_requester": query.subject_ids[0] if query.subject_ids else None,
         "q_types": list(query.anchor_types),

@@ -5,6 +5,11 @@
   whichever of the two the ranking preferred, and is exempt from the per-subject cap.
 - At most ``per_subject`` items per subject, so one much-discussed person cannot take the budget
   (except the people a snapshot is about).
+- The cap fits the question: when a question is about one subject and no other subject it is about
+  still has candidates left over, the budget the capped pass left unused is refilled from that
+  subject's capped-out candidates, in rank order. Subjects the question is not about never refill
+  (their best ``per_subject`` items stand), and two subjects the question is about that both overflow
+  compete, so the cap holds for both.
 - Exact restatements are trimmed (the higher-scored one stays); merely similar items are kept but
   carry the near-duplicate penalty, so a genuine second fact about one subject is not deleted.
 """
@@ -20,6 +25,11 @@ from memory.retrieval.candidates import Candidate
 
 WORDS = re.compile(r"[a-z0-9]+")
 NEAR_DUPLICATE_JACCARD = 0.8
+#: A refilled item must match the query nearly as well as the best item does (its fused match at least
+#: this fraction of the best): in hybrid recall, near the top of both relevance arms. Items the cap
+#: left out below that bar were almost never relevant (LoCoMo dev), so adding them would raise the
+#: noise ratio, which spec 001's gates forbid (docs/quality-recall.md).
+REFILL_MATCH_RATIO = 0.9
 
 
 def restatement_key(candidate: Candidate) -> tuple[int | None, str]:
@@ -51,11 +61,21 @@ def _near(words: set[str], other: set[str]) -> bool:
     return common >= NEAR_DUPLICATE_JACCARD * (len(words) + len(other) - common)
 
 
-def collapse(ranked: list[Candidate], *, per_subject: int, uncapped_subjects: Collection[int] = ()) -> list[Candidate]:
+def collapse(
+    ranked: list[Candidate],
+    *,
+    per_subject: int,
+    uncapped_subjects: Collection[int] = (),
+    asked_subjects: Collection[int] = (),
+    room: int = 0,
+) -> list[Candidate]:
     """``ranked`` is in final order; returns the kept items in the same order.
 
     ``uncapped_subjects`` are exempt from the per-subject cap (the snapshot exists to describe the
     person in the conversation, so the cap guards against everyone else).
+
+    ``asked_subjects`` are the subjects the question is about and ``room`` the number of items the
+    budget holds: see :func:`refill`.
     """
     present = {c.revision_id for c in ranked}
     superseded = {c.supersedes_id for c in ranked if c.supersedes_id in present}
@@ -63,6 +83,7 @@ def collapse(ranked: list[Candidate], *, per_subject: int, uncapped_subjects: Co
     kept: list[Candidate] = []
     restatements: set[tuple[int | None, str]] = set()
     per_subject_count: Counter[int] = Counter()
+    capped_out: list[Candidate] = []
     for candidate in ranked:
         if candidate.revision_id in superseded:
             continue
@@ -72,9 +93,46 @@ def collapse(ranked: list[Candidate], *, per_subject: int, uncapped_subjects: Co
         is_partner = candidate.revision_id in partners
         if candidate.subject_id is not None and not is_partner and candidate.subject_id not in uncapped_subjects:
             if per_subject_count[candidate.subject_id] >= per_subject:
+                capped_out.append(candidate)
                 continue
             per_subject_count[candidate.subject_id] += 1
         restatements.add(key)
         candidate.conflicts = [p for p in candidate.conflicts if p in present]
         kept.append(candidate)
-    return kept
+    bar = REFILL_MATCH_RATIO * max((c.match for c in ranked), default=0.0)
+    refilled = refill(capped_out, restatements, asked_subjects=asked_subjects, room=room - len(kept), bar=bar)
+    if not refilled:
+        return kept
+    for candidate in refilled:
+        candidate.conflicts = [p for p in candidate.conflicts if p in present]
+    return sorted(kept + refilled, key=lambda c: c.order_key)
+
+
+def refill(
+    capped_out: list[Candidate],
+    restatements: set[tuple[int | None, str]],
+    *,
+    asked_subjects: Collection[int],
+    room: int,
+    bar: float = 0.0,
+) -> list[Candidate]:
+    """The capped-out candidates that take the budget the capped pass left unused, in rank order.
+
+    Only when exactly one subject the question is about has candidates left over: that subject is
+    the question, and nobody else the question asks about is waiting for the same slots. Only items
+    whose match reaches ``bar`` are taken. The items keep their scores (a near-duplicate keeps its
+    penalty), and an exact restatement is still trimmed.
+    """
+    overflowing = {c.subject_id for c in capped_out if c.subject_id in asked_subjects}
+    if room <= 0 or len(overflowing) != 1:
+        return []
+    refilled: list[Candidate] = []
+    for candidate in capped_out:
+        if len(refilled) >= room:
+            break
+        key = restatement_key(candidate)
+        if candidate.subject_id not in overflowing or key in restatements or candidate.match < bar:
+            continue
+        restatements.add(key)
+        refilled.append(candidate)
+    return refilled

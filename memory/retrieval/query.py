@@ -81,6 +81,14 @@ class RecallQuery:
     include_provisional: bool = True
     #: Policy suffixes the former adds (e.g. ``+owned-resources@1``), recorded in the trace.
     policy_tags: tuple[str, ...] = field(default=())
+    #: What the relevance arms match: ``text`` without the names of the people it names (a name
+    #: matches every statement about that person, which the subject feature already rewards). Empty
+    #: when nothing was taken out, or nothing would be left: then the arms match ``text``.
+    match_text: str = ""
+
+    @property
+    def arm_text(self) -> str:
+        return self.match_text or self.text
 
     @functools.cached_property
     def empty(self) -> bool:
@@ -128,6 +136,28 @@ def named_actor_ids(text: str, actors: Sequence[Actor]) -> tuple[int, ...]:
     return tuple(sorted(set(named)))
 
 
+def without_names(text: str, actors: Sequence[Actor], named: Sequence[int]) -> str:
+    """``text`` with the named actors' names (and a possessive "'s") taken out, or "" when that
+    changes nothing or leaves no content word.
+
+    Only a question about the people it names loses their names ("What did Caroline research?"): a
+    first-person question is about the requester, and a name in it is what is asked about ("Is my
+    manager Victor?"), so it stays."""
+    if FIRST_PERSON.search(text.lower()):
+        return ""
+    stripped = text
+    for actor in actors:
+        if actor.pk not in named:
+            continue
+        for alias in sorted({actor.display_name, actor.external_id}, key=len, reverse=True):
+            if alias:
+                stripped = re.sub(rf"(?<![\w]){re.escape(alias)}(?:'s|\u2019s)?(?![\w])", " ", stripped, flags=re.I)
+    stripped = " ".join(stripped.split())
+    if stripped == text or not content_terms(stripped):
+        return ""
+    return stripped
+
+
 def form_query(
     *,
     message: str,
@@ -155,4 +185,5 @@ def form_query(
         as_of=as_of,
         known_at=known_at,
         policy_tags=("+owned-resources@1",) if owned else (),
+        match_text=without_names(text, known_actors, named),
     )

@@ -172,7 +172,13 @@ def recall(
     window = NEAR_DUPLICATE_WINDOW * budget.max_items
     relevant = _penalise_near_duplicates(relevant[:window], scorer) + relevant[window:]
     uncapped = query.subject_ids[:1] if profile == "core" else ()
-    selected = collapse(relevant, per_subject=PER_SUBJECT_CAP[profile], uncapped_subjects=uncapped)
+    selected = collapse(
+        relevant,
+        per_subject=PER_SUBJECT_CAP[profile],
+        uncapped_subjects=uncapped,
+        asked_subjects=asked_subjects(query),
+        room=budget.max_items,
+    )
     if reserve_durable:
         selected = _reserve_durable(selected, budget)
     labels = _labels(selected)
@@ -221,6 +227,11 @@ def recall(
         degradation=degradation,
         corrections=list(corrections),
     )
+
+
+def asked_subjects(query: RecallQuery) -> tuple[int, ...]:
+    """Whom the question is about: the people it names, else (a first-person question) the requester."""
+    return query.named_subject_ids or query.subject_ids[:1]
 
 
 def _with_arm_ranks(pool: dict[int, Candidate], hits: Sequence[ArmHit]) -> dict[int, Candidate]:

@@ -28,7 +28,7 @@ NEAR_DUPLICATE_JACCARD = 0.8
 #: A refilled item must match the query nearly as well as the best item does (its fused match at least
 #: this fraction of the best): in hybrid recall, near the top of both relevance arms. Items the cap
 #: left out below that bar were almost never relevant (LoCoMo dev), so adding them would raise the
-#: noise ratio, which spec 001's gates forbid (docs/quality-recall.md).
+#: noise ratio, which spec 001's gates forbid (docs/quality.md).
 REFILL_MATCH_RATIO = 0.9
 
 

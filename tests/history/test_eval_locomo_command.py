@@ -180,6 +180,23 @@ def test_eval_locomo_scores_observations_through_memory_recall(sample_file: Path
     assert _row_counts() == before
 
 
+def test_eval_recall_noise_reports_noise_beside_the_same_recall_and_changes_nothing(sample_file: Path) -> None:
+    """eval_recall_noise asks the questions as eval_locomo --unit observations does, so its recall
+    figures equal that command's; its noise ratio is the share of returned items whose source turn is no
+    evidence, a fraction; nothing is left behind."""
+    before = _row_counts()
+    recall_out, noise_out = StringIO(), StringIO()
+    call_command("eval_locomo", "--file", str(sample_file), "--unit", "observations", verbosity=0, stdout=recall_out)
+    call_command("eval_recall_noise", "--file", str(sample_file), "--mode", "lexical", verbosity=0, stdout=noise_out)
+    recall_report = json.loads(recall_out.getvalue().strip().splitlines()[-1])
+    noise_report = json.loads(noise_out.getvalue().strip().splitlines()[-1])
+    for metric in ("recall@5", "recall@10", "mrr"):
+        assert noise_report[metric] == recall_report[metric], metric
+    assert 0.0 <= noise_report["noise_ratio"] <= 1.0
+    assert noise_report["returned_per_question"] > 0
+    assert _row_counts() == before
+
+
 @pytest.mark.parametrize("unit", ["turns", "observations"])
 def test_eval_locomo_hybrid_and_semantic_embed_inside_the_evaluation(
     sample_file: Path, pgvector: None, unit: str

@@ -36,6 +36,7 @@ import json
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,8 +199,14 @@ def evaluate_conversation(
     unit: str = "turns",
     timings: Timings | None = None,
     progress: tqdm[Any] | None = None,
+    items: int = OBSERVATION_ITEMS,
+    on_ranked: Callable[[int, tuple[str, ...], list[str]], None] | None = None,
 ) -> None:
-    """Import one conversation into a workspace of its own and score each of its questions."""
+    """Import one conversation into a workspace of its own and score each of its questions.
+
+    ``items`` is memory recall's item budget (observations); ``on_ranked`` sees each question's
+    category, evidence and ranked units as they are scored (``eval_recall_noise`` counts noise there).
+    """
     timings = timings if timings is not None else Timings()
     tenant = Tenant.objects.create(slug=workspace, name=f"LoCoMo evaluation {conversation.sample_id}")
     agent = RuntimeAgent.objects.create(tenant=tenant, name="locomo-eval")
@@ -209,6 +216,8 @@ def evaluate_conversation(
         # No turns: nothing can be found, and every question's evidence normalised to nothing.
         for question in conversation.questions:
             evaluation.add(category=question.category, ranked=[], evidence=question.evidence)
+            if on_ranked is not None:
+                on_ranked(question.category, question.evidence, [])
             if progress is not None:
                 progress.update(1)
         return
@@ -254,13 +263,15 @@ def evaluate_conversation(
                         requester_id=perspective.requester_id,
                         known_actors=actors,
                     ),
-                    budget=Budget(max_items=OBSERVATION_ITEMS, max_tokens=MAX_ALLOWANCE),
+                    budget=Budget(max_items=items, max_tokens=MAX_ALLOWANCE),
                     providers=revision_providers,
                     lexical=mode != "semantic",
                 )
                 ranked = [units[item.revision_id] for item in recalled.items if item.revision_id in units]
             timings.question_ms.append((time.perf_counter() - started) * 1000)
         evaluation.add(category=question.category, ranked=ranked, evidence=question.evidence)
+        if on_ranked is not None:
+            on_ranked(question.category, question.evidence, ranked)
         if progress is not None:
             progress.update(1)
 

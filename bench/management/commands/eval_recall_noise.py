@@ -12,9 +12,9 @@ first.
 
 Each conversation is imported as ``import_locomo`` does (one inbound message per turn, read by both
 speakers), each observation is remembered about its speaker from its source turn, and every question is
-asked by speaker A through ``form_query`` and the one ``recall`` service, exactly as
-``eval_locomo --unit observations`` asks it. Recall figures (recall@5/@10, MRR, nDCG@10) are reported
-overall, per category and per conversation, from the same run.
+asked by speaker A through ``form_query`` and the one ``recall`` service, by ``eval_locomo``'s own
+``evaluate_conversation`` (``unit="observations"``). Recall figures (recall@5/@10, MRR, nDCG@10) are
+reported overall, per category and per conversation, from the same run.
 
 Everything runs in one transaction that is rolled back: the database is left as it was.
 """
@@ -29,33 +29,15 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
+from django.db import transaction
 
-from accounts.models import Actor, RuntimeAgent, Tenant
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, deduplicated
-from bench.locomo import LocomoConversation, load_locomo
-from bench.management.commands.import_locomo import import_conversation
-from history.models import Conversation, Message
-from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
-from memory.embeddings.search import semantic_providers
-from memory.models import BeliefType
-from memory.retrieval.eligibility import perspective_for_conversation
-from memory.retrieval.query import form_query
-from memory.retrieval.render import MAX_ALLOWANCE
-from memory.retrieval.service import Budget, recall
-from memory.services import Belief, Provenance, memory_remember
+from bench.locomo import load_locomo
+from bench.management.commands.eval_locomo import evaluate_conversation
+from memory.embeddings.index import semantic_enabled
 
 MODES = ("lexical", "semantic", "hybrid")
 DEFAULT_ITEMS = 20
-ANALYZED_TABLES = (
-    "history_conversation",
-    "history_message",
-    "history_messagesearchdocument",
-    "memory_memoryentry",
-    "memory_memoryrevision",
-    "memory_memoryevidence",
-    "memory_revisionsearchdocument",
-)
 NOISE_DEPTHS = (5, 10)
 
 
@@ -117,17 +99,34 @@ class Command(BaseCommand):
             with transaction.atomic():
                 for position, conversation in enumerate(parsed.conversations):
                     evaluation, conversation_noise = Evaluation(), Noise()
-                    for category, question, ranked in ask_conversation(
-                        conversation, workspace=f"eval-noise-{run}-{position}", mode=mode, items=items
-                    ):
-                        for target in (overall, evaluation):
-                            target.add(category=category, ranked=ranked, evidence=question)
-                        if category in OVERALL_CATEGORIES and question:
-                            noise.add(ranked, question)
-                            conversation_noise.add(ranked, question)
+
+                    def count(
+                        category: int,
+                        evidence: tuple[str, ...],
+                        ranked: list[str],
+                        conversation_noise: Noise = conversation_noise,
+                        sample_id: str = conversation.sample_id,
+                    ) -> None:
+                        overall.add(category=category, ranked=ranked, evidence=evidence)
+                        if category in OVERALL_CATEGORIES and evidence:
+                            # Two observations of one turn are one unit, as the recall metrics count them.
+                            units = deduplicated(ranked)
+                            noise.add(units, evidence)
+                            conversation_noise.add(units, evidence)
                         if out is not None:
-                            line = {"conversation": conversation.sample_id, "category": category}
-                            out.write(json.dumps(line | {"evidence": list(question), "ranked": ranked}) + "\n")
+                            line = {"conversation": sample_id, "category": category}
+                            out.write(json.dumps(line | {"evidence": list(evidence), "ranked": ranked}) + "\n")
+
+                    evaluate_conversation(
+                        conversation,
+                        evaluation,
+                        workspace=f"eval-noise-{run}-{position}",
+                        limit=items,
+                        mode=mode,
+                        unit="observations",
+                        items=items,
+                        on_ranked=count,
+                    )
                     summary = evaluation.overall().metrics() | conversation_noise.report()
                     per_conversation[conversation.sample_id] = summary
                 transaction.set_rollback(True)  # everything above was only needed to ask the questions
@@ -148,54 +147,3 @@ class Command(BaseCommand):
             "seconds": round(time.monotonic() - started, 1),
         }
         self.stdout.write(json.dumps(report))
-
-
-def ask_conversation(
-    conversation: LocomoConversation, *, workspace: str, mode: str, items: int
-) -> list[tuple[int, tuple[str, ...], list[str]]]:
-    """Import one conversation and its observations into a workspace of its own, ask every question
-    with evidence, and return (category, evidence, ranked source turns) for each."""
-    tenant = Tenant.objects.create(slug=workspace, name=f"LoCoMo noise {conversation.sample_id}")
-    agent = RuntimeAgent.objects.create(tenant=tenant, name="locomo-noise")
-    import_conversation(agent=agent, tenant=tenant, conversation=conversation)
-    thread = Conversation.objects.filter(agent=agent, external_thread_id=conversation.sample_id).first()
-    if thread is None:
-        return [(q.category, q.evidence, []) for q in conversation.questions]
-    messages = dict(Message.objects.filter(conversation=thread).values_list("external_id", "pk"))
-    actors = list(Actor.objects.filter(connector__agent=agent))
-    by_name = {actor.external_id: actor for actor in actors}
-    units: dict[int, str] = {}
-    for observation in conversation.observations:
-        speaker, source = by_name.get(observation.speaker), messages.get(observation.dia_id)
-        if speaker is None or source is None:
-            continue
-        written = memory_remember(
-            agent=agent,
-            belief=Belief(body=observation.fact, belief_type=BeliefType.USER_MODEL_ATTR, subject_id=speaker.pk),
-            provenance=Provenance(source_message_id=source),
-        )
-        units[written.revision.pk] = observation.dia_id
-    if mode != "lexical":
-        while drain_outbox():
-            pass
-    with connection.cursor() as cursor:
-        tables = ANALYZED_TABLES + (("memory_revisionembedding",) if vectors_stored() else ())
-        cursor.execute(f"ANALYZE {', '.join(tables)}")
-    requester = by_name.get(conversation.speaker_a)
-    perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)
-    providers = semantic_providers()[0] if mode != "lexical" else []
-    asked: list[tuple[int, tuple[str, ...], list[str]]] = []
-    for question in conversation.questions:
-        ranked: list[str] = []
-        if question.evidence:
-            recalled = recall(
-                perspective=perspective,
-                query=form_query(message=question.question, requester_id=perspective.requester_id, known_actors=actors),
-                budget=Budget(max_items=items, max_tokens=MAX_ALLOWANCE),
-                providers=providers,
-                lexical=mode != "semantic",
-            )
-            # Two observations of one turn are one unit, as the recall metrics count them.
-            ranked = deduplicated(units[item.revision_id] for item in recalled.items if item.revision_id in units)
-        asked.append((question.category, question.evidence, ranked))
-    return asked

@@ -1,4 +1,4 @@
-"""History search ranking (history@3): who the query names, exchange context, and the semantic-only
+"""History search ranking (history@4): who the query names, exchange context, and the semantic-only
 switch. Every feature only reorders what eligibility admitted."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def room() -> Room:
 
 
 def test_the_policy_is_versioned_and_every_feature_is_weighted() -> None:
-    assert POLICY_VERSION == "history@3"
+    assert POLICY_VERSION == "history@4"
     assert {"match", "named", "context"} <= set(WEIGHTS)
 
 

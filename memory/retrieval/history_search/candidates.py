@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from config.database.base import prepared_cursor
 from history.models import Turn, agent_terms_match
 from memory.retrieval.eligibility import EligibleMessages
+from memory.retrieval.history_search.ranking import PoolDocument
 from memory.retrieval.providers import ArmHit
 
 CANDIDATE_CAP = 200
@@ -180,6 +181,44 @@ def neighbour_pairs(
     with connection.cursor() as cursor:
         cursor.execute(sql, {**params, "n_ids": list(source_ids), "n_gap": EXCHANGE_GAP.total_seconds()})
         return cursor.fetchall()
+
+
+#: Each pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.
+#: lexical_order`): its length (every position of every lexeme) and how often each of the query's terms
+#: occurs in it. The query's terms are those of ``engram_search_query``, read back from its text as
+#: ``engram_agent_search_query`` reads them. Only the pool's own documents are read, by id: messages the
+#: scan or the re-validation has just admitted, so the term statistics are those of the eligible pool and
+#: no message outside it shapes the order.
+_POOL_DOCUMENTS = r"""
+WITH terms AS (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS lexeme
+    FROM regexp_matches(coalesce(engram_search_query(%(q_text)s)::text, ''), '''((?:[^'']|'''')*)''', 'g') AS m
+)
+SELECT d.message_id, doc.length, doc.lexemes, doc.counts
+FROM history_messagesearchdocument d CROSS JOIN LATERAL (
+    SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0)::int AS length,
+           coalesce(array_agg(t.lexeme) FILTER (WHERE t.lexeme IN (SELECT lexeme FROM terms)), '{}') AS lexemes,
+           coalesce(array_agg(coalesce(array_length(t.positions, 1), 1))
+                    FILTER (WHERE t.lexeme IN (SELECT lexeme FROM terms)), '{}') AS counts
+    FROM unnest(d.tsv) AS t
+) doc
+WHERE d.message_id = ANY(%(d_ids)s::bigint[]) AND d.agent_id = %(el_agent)s
+"""
+
+
+def pool_documents(params: dict[str, Any], pool_ids: Sequence[int]) -> dict[int, PoolDocument]:
+    """The sidecar documents of the pool's members (ids the search has already admitted), as BM25 reads
+    them; one statement."""
+    if not pool_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _POOL_DOCUMENTS, {"q_text": params["q_text"], "el_agent": params["el_agent"], "d_ids": list(pool_ids)}
+        )
+        return {
+            message_id: PoolDocument(length=length, terms=dict(zip(lexemes, counts, strict=True)))
+            for message_id, length, lexemes, counts in cursor.fetchall()
+        }
 
 
 def revalidate(

@@ -6,13 +6,13 @@ restore a message the eligible set did not admit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from memory.retrieval.history_search.query import NamedDate
 
-POLICY_VERSION = "history@3"
+POLICY_VERSION = "history@4"
 RECENCY_DAYS = 90.0
 #: Reciprocal-rank fusion's constant. Small, so that the first places of each arm stand apart from the
 #: long tail (LoCoMo dev split, hybrid, turns: R@10 0.733 with 60, 0.750 with 10; 5 and 20 were no better).
@@ -21,7 +21,13 @@ RRF_K = 10
 #: the default limit: LoCoMo recall@10 is 0.630 with 25 and 0.626 with 50, for half the lookups.
 CONTEXT_SOURCES = 25
 
-#: history@3 weights. The fused match leads (first in both arms -> 1.0; first in one arm -> 0.5). A
+#: BM25's constants for the lexical arm's order: term-frequency saturation and length normalisation.
+#: LoCoMo dev split (hybrid, turns, with history@3's features): R@10 0.787 in ``ts_rank``'s order, 0.796
+#: in BM25's with (0.9, 0.4); (1.2, 0.75) and (1.2, 0.0) gave 0.795 and 0.792.
+BM25_K1 = 0.9
+BM25_B = 0.4
+
+#: history@4 weights. The fused match leads (first in both arms -> 1.0; first in one arm -> 0.5). A
 #: named author (0.50) and exchange context (0.35 x the neighbours' summed match) can lift a weaker match
 #: past stronger ones by others or out of context, which is what a question about a person or an
 #: exchange needs. A date the query names (0.30) lifts what was written then past a somewhat better match
@@ -67,6 +73,52 @@ class Signals:
     neighbours: dict[int, tuple[int, ...]]
     #: The dates the query names (:func:`memory.retrieval.history_search.query.named_dates`).
     dates: tuple[NamedDate, ...] = ()
+
+
+@dataclass(frozen=True)
+class PoolDocument:
+    """A pool member's sidecar document as BM25 reads it: its length in lexeme positions and how often
+    each of the query's terms occurs in it (terms it lacks are absent)."""
+
+    length: int
+    terms: dict[str, int]
+
+
+def lexical_order(lexical_ids: Sequence[int], documents: Mapping[int, PoolDocument]) -> list[int]:
+    """The lexical arm's matches in BM25 order, best first; ties keep the arm's own order (``ts_rank``,
+    then newest).
+
+    ``ts_rank`` counts every query term alike, so a message repeating a word most messages share
+    outranks one holding the query's one rare word. BM25 weighs each term by its rarity (inverse
+    document frequency) and saturates repeats. Its statistics (document frequency, the collection's
+    size and average length) are those of ``documents``: the eligible pool, every arm's admitted
+    candidates. Nothing outside the pool is counted, so no message the eligible set did not admit
+    shapes the order; and it orders the arm's own matches, so it adds nothing.
+    """
+    if not documents:
+        return list(lexical_ids)
+    size = len(documents)
+    average = sum(d.length for d in documents.values()) / size or 1.0
+    frequency: dict[str, int] = {}
+    for document in documents.values():
+        for term in document.terms:
+            frequency[term] = frequency.get(term, 0) + 1
+
+    def bm25(message_id: int) -> float:
+        document = documents.get(message_id)
+        if document is None:
+            return 0.0
+        length_norm = BM25_K1 * (1 - BM25_B + BM25_B * document.length / average)
+        return sum(
+            math.log(1 + (size - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            * count
+            * (BM25_K1 + 1)
+            / (count + length_norm)
+            for term, count in document.terms.items()
+        )
+
+    scores = {message_id: bm25(message_id) for message_id in lexical_ids}
+    return sorted(lexical_ids, key=lambda message_id: -scores[message_id])
 
 
 def fused_match(message_id: int, ranks: dict[str, dict[int, int]], relevance_arms: Sequence[str]) -> float:

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from config.database.base import prepared_cursor
 from history.models import Turn, agent_terms_match
 from memory.retrieval.eligibility import EligibleMessages
-from memory.retrieval.history_search.ranking import PoolDocument
+from memory.retrieval.history_search.ranking import CONTEXT_REACH, PoolDocument
 from memory.retrieval.providers import ArmHit
 
 CANDIDATE_CAP = 200
@@ -151,36 +151,55 @@ source AS (
 UNION ALL
 {after}
 """
-#: One side of each source: the nearest message beyond it that the searchable set admits, within the gap.
+#: One side of each source: the nearest ``CONTEXT_REACH`` messages beyond it that the searchable set
+#: admits, within the gap of the source, each with its time and side (-1 before, 1 after).
 _NEIGHBOUR_SIDE = """
-SELECT source.message_id, {side}.id FROM source CROSS JOIN LATERAL (
-    SELECT near.id FROM (
+SELECT source.message_id, {side}.id, {side}.created_at, {step} FROM source CROSS JOIN LATERAL (
+    SELECT near.id, near.created_at FROM (
         SELECT m.id, m.created_at FROM history_message m
         WHERE m.conversation_id = source.conversation_id
           AND (m.created_at, m.id) {beyond} (source.created_at, source.message_id)
           AND m.created_at {within} source.created_at {towards} make_interval(secs => %(n_gap)s)
         ORDER BY m.created_at {order}, m.id {order} OFFSET 0) near
     WHERE (SELECT TRUE FROM em WHERE em.message_id = near.id LIMIT 1)
-    ORDER BY near.created_at {order}, near.id {order} LIMIT 1) {side}"""
+    ORDER BY near.created_at {order}, near.id {order} LIMIT %(n_reach)s) {side}"""
 _NEIGHBOURS = _NEIGHBOURS_OF_SOURCES.format(
-    before=_NEIGHBOUR_SIDE.format(side="b", beyond="<", within=">=", towards="-", order="DESC"),
-    after=_NEIGHBOUR_SIDE.format(side="a", beyond=">", within="<=", towards="+", order="ASC"),
+    before=_NEIGHBOUR_SIDE.format(side="b", step=-1, beyond="<", within=">=", towards="-", order="DESC"),
+    after=_NEIGHBOUR_SIDE.format(side="a", step=1, beyond=">", within="<=", towards="+", order="ASC"),
 )
 
 
 def neighbour_pairs(
     eligible: EligibleMessages, structural: str, params: dict[str, Any], source_ids: Sequence[int]
-) -> list[tuple[Any, ...]]:
-    """``(source id, neighbour id)`` for the message just before and just after each source in the
-    searchable set (eligible, filtered, not excluded), if it was written within ``EXCHANGE_GAP`` of
-    the source. An ineligible message is never a neighbour: the next eligible one is. One statement,
-    bounded by ``CONTEXT_SOURCES``."""
+) -> list[tuple[int, int, int]]:
+    """``(source id, neighbour id, distance)`` for the ``CONTEXT_REACH`` messages just before and just
+    after each source in the searchable set (eligible, filtered, not excluded) that were written within
+    ``EXCHANGE_GAP`` of the source; distance 1 is the adjacent message on its side. An ineligible
+    message is never a neighbour and takes no place: the next eligible one is. One statement, bounded by
+    ``CONTEXT_SOURCES``."""
     if not source_ids:
         return []
     sql = _NEIGHBOURS.format(owned=eligible.owned(), predicate=eligible.predicate(), structural=structural)
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**params, "n_ids": list(source_ids), "n_gap": EXCHANGE_GAP.total_seconds()})
-        return cursor.fetchall()
+        cursor.execute(
+            sql,
+            {
+                **params,
+                "n_ids": list(source_ids),
+                "n_gap": EXCHANGE_GAP.total_seconds(),
+                "n_reach": CONTEXT_REACH,
+            },
+        )
+        rows = cursor.fetchall()
+    # Each side's messages counted outwards from the source, nearest first.
+    sides: dict[tuple[int, int], list[tuple[Any, int]]] = {}
+    for source_id, message_id, created_at, step in rows:
+        sides.setdefault((source_id, step), []).append((created_at, message_id))
+    pairs: list[tuple[int, int, int]] = []
+    for (source_id, step), found in sides.items():
+        found.sort(reverse=step < 0)
+        pairs.extend((source_id, message_id, distance) for distance, (_, message_id) in enumerate(found, 1))
+    return pairs
 
 
 #: Each pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.

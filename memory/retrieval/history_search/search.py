@@ -139,10 +139,11 @@ def search_history(
     }
     # Exchange context: which pool members are adjacent, in the eligible transcript, to the strongest
     # matches (one bounded query). Context only reorders the pool; it never adds a message to it.
-    neighbours: dict[int, list[int]] = {}
-    for source_id, message_id in neighbour_pairs(eligible, structural, params, context_sources(candidates.values())):
+    neighbours: dict[int, list[tuple[int, int]]] = {}
+    sources = context_sources(candidates.values())
+    for source_id, message_id, distance in neighbour_pairs(eligible, structural, params, sources):
         if message_id in candidates:
-            neighbours.setdefault(source_id, []).append(message_id)
+            neighbours.setdefault(source_id, []).append((message_id, distance))
     now = timezone.now()
     signals = Signals(
         requester_ids=frozenset(requester_ids),

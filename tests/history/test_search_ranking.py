@@ -19,6 +19,7 @@ from memory.retrieval.history_search import (
     CONTEXT_DECAY,
     CONTEXT_REACH,
     CURRENT_WINDOW,
+    EXCHANGE_GAP,
     POLICY_VERSION,
     WEIGHTS,
     HistoryQuery,
@@ -26,7 +27,7 @@ from memory.retrieval.history_search import (
     search_history,
 )
 from memory.retrieval.history_search.candidates import neighbour_pairs
-from memory.retrieval.history_search.ranking import Candidate, Signals, score_candidates
+from memory.retrieval.history_search.ranking import Candidate, Signals, score_candidates, sitting_strength
 from memory.retrieval.providers import ArmHit
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
 
@@ -174,6 +175,43 @@ def test_context_halves_with_each_step_beyond_the_adjacent_message() -> None:
     )
     context = {message_id: parts["context"] for _, message_id, parts in score_candidates(pool, signals)}
     assert context == {1: 0.0, 2: 0.8, 3: pytest.approx(0.8 * CONTEXT_DECAY)}
+
+
+def test_a_sitting_holding_the_strongest_matches_lifts_its_other_lines() -> None:
+    """A sitting is a run of one conversation's pool members without a gap over ``EXCHANGE_GAP``: its
+    share of the strongest matches lifts a weak line of it past an equal line of another sitting, or of
+    another conversation at the same moment."""
+    start = timezone.now() - timedelta(days=10)
+
+    def candidate(message_id: int, conversation_id: int, at: timedelta, match: float) -> Candidate:
+        return Candidate(
+            message_id=message_id, conversation_id=conversation_id, actor_id=None, created_at=start + at, match=match
+        )
+
+    pool = [
+        candidate(1, 1, timedelta(minutes=0), 0.9),
+        candidate(2, 1, timedelta(minutes=1), 0.1),
+        candidate(3, 1, EXCHANGE_GAP, 0.8),  # still the first sitting: no gap *longer* than EXCHANGE_GAP
+        candidate(4, 1, timedelta(days=2), 0.5),
+        candidate(5, 1, timedelta(days=2, minutes=1), 0.1),
+        candidate(6, 2, timedelta(minutes=1), 0.1),
+    ]
+    strength = sitting_strength(pool)
+    assert strength[1] == strength[2] == strength[3] == 1.0
+    # Every member here is among the strongest ten: the first sitting sums 1.8, the second 0.6.
+    assert strength[4] == strength[5] == pytest.approx(0.6 / 1.8)
+    assert strength[6] == pytest.approx(0.1 / 1.8)
+    signals = Signals(
+        requester_ids=frozenset(),
+        named_ids=frozenset(),
+        spoke_in=frozenset(),
+        window=frozenset(),
+        conversation_id=None,
+        now=timezone.now(),
+        neighbours={},
+    )
+    order = [message_id for _, message_id, _ in score_candidates(pool, signals)]
+    assert order.index(2) < order.index(5) < order.index(6)
 
 
 def test_an_ineligible_neighbour_never_contributes(room: Room) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any, Protocol
 
 from django.db import connection, transaction
@@ -20,7 +19,7 @@ from django.db import connection, transaction
 from config.database.base import prepared_cursor
 from history.models import Turn, agent_terms_match
 from memory.retrieval.eligibility import EligibleMessages
-from memory.retrieval.history_search.ranking import CONTEXT_REACH, PoolDocument
+from memory.retrieval.history_search.ranking import CONTEXT_REACH, EXCHANGE_GAP, PoolDocument
 from memory.retrieval.providers import ArmHit
 
 CANDIDATE_CAP = 200
@@ -34,8 +33,6 @@ CURRENT_WINDOW = 30
 LEXICAL_RANK = "ts_rank(d.tsv, q.q)"
 #: The audit's exclusion rules, in the order the first rule that removed a match is attributed.
 EXCLUSION_RULES = ("already_in_context", "no_evidence", "audience", "lineage")
-#: Neighbours further apart than this are not one exchange.
-EXCHANGE_GAP = timedelta(hours=6)
 
 
 class MessageCandidateProvider(Protocol):

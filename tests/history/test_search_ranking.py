@@ -1,4 +1,4 @@
-"""History search ranking (history@3): who the query names, exchange context, and the semantic-only
+"""History search ranking (history@4): who the query names, exchange context, and the semantic-only
 switch. Every feature only reorders what eligibility admitted."""
 
 from __future__ import annotations
@@ -16,13 +16,18 @@ from history.models import Conversation, EvidenceMethod, Message, Session, Turn
 from history.services import message_ingest
 from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation, perspective_for_turn
 from memory.retrieval.history_search import (
+    CONTEXT_DECAY,
+    CONTEXT_REACH,
     CURRENT_WINDOW,
+    EXCHANGE_GAP,
     POLICY_VERSION,
     WEIGHTS,
     HistoryQuery,
     HistoryResult,
     search_history,
 )
+from memory.retrieval.history_search.candidates import neighbour_pairs
+from memory.retrieval.history_search.ranking import Candidate, Signals, score_candidates, sitting_strength
 from memory.retrieval.providers import ArmHit
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
 
@@ -90,7 +95,7 @@ def room() -> Room:
 
 
 def test_the_policy_is_versioned_and_every_feature_is_weighted() -> None:
-    assert POLICY_VERSION == "history@3"
+    assert POLICY_VERSION == "history@4"
     assert {"match", "named", "context"} <= set(WEIGHTS)
 
 
@@ -131,6 +136,82 @@ def test_neighbour_context_lifts_the_answer_of_a_question_and_answer_pair(room: 
     assert ranked.index(answer.pk) < ranked.index(unrelated.pk)
     assert components(result, answer)["context"] == components(result, question)["match"]
     assert components(result, unrelated)["context"] == 0.0
+
+
+def test_the_exchange_reaches_two_eligible_messages_each_side_within_the_gap(room: Room) -> None:
+    """A reply often answers the line before the one that matched: each strong match's neighbours are
+    the two nearest eligible messages on each side (an ineligible one takes no place), within the gap."""
+    now = timezone.now()
+    room.say(room.carol, "Too early to count.", at=now - timedelta(hours=8))
+    before = room.say(room.carol, "Good morning all.", at=now - timedelta(minutes=11))
+    question = room.say(room.alice, "Which venue did you book for the offsite?", at=now - timedelta(minutes=10))
+    adjacent = room.say(room.bob, "Let me check my notes.", at=now - timedelta(minutes=9))
+    room.say(room.bob, "Unverified aside.", at=now - timedelta(minutes=9), authenticated=False)
+    answer = room.say(room.bob, "The old lighthouse in Portland.", at=now - timedelta(minutes=8))
+    room.say(room.carol, "Lunch anyone?", at=now - timedelta(minutes=7))
+    perspective = perspective_for_conversation(room.random, requester_id=room.carol.pk)
+    eligible = EligibleMessages(perspective)
+    pairs = neighbour_pairs(eligible, "", {**eligible.params(), "q_excluded": []}, [question.pk])
+    assert CONTEXT_REACH == 2
+    assert sorted(pairs) == sorted(
+        [(question.pk, before.pk, 1), (question.pk, adjacent.pk, 1), (question.pk, answer.pk, 2)]
+    )
+
+
+def test_context_halves_with_each_step_beyond_the_adjacent_message() -> None:
+    now = timezone.now()
+    pool = [
+        Candidate(message_id=i, conversation_id=1, actor_id=None, created_at=now, match=m)
+        for i, m in ((1, 0.8), (2, 0.0), (3, 0.0))
+    ]
+    signals = Signals(
+        requester_ids=frozenset(),
+        named_ids=frozenset(),
+        spoke_in=frozenset(),
+        window=frozenset(),
+        conversation_id=None,
+        now=now,
+        neighbours={1: ((2, 1), (3, 2))},
+    )
+    context = {message_id: parts["context"] for _, message_id, parts in score_candidates(pool, signals)}
+    assert context == {1: 0.0, 2: 0.8, 3: pytest.approx(0.8 * CONTEXT_DECAY)}
+
+
+def test_a_sitting_holding_the_strongest_matches_lifts_its_other_lines() -> None:
+    """A sitting is a run of one conversation's pool members without a gap over ``EXCHANGE_GAP``: its
+    share of the strongest matches lifts a weak line of it past an equal line of another sitting, or of
+    another conversation at the same moment."""
+    start = timezone.now() - timedelta(days=10)
+
+    def candidate(message_id: int, conversation_id: int, at: timedelta, match: float) -> Candidate:
+        return Candidate(
+            message_id=message_id, conversation_id=conversation_id, actor_id=None, created_at=start + at, match=match
+        )
+
+    pool = [
+        candidate(1, 1, timedelta(minutes=0), 0.9),
+        candidate(2, 1, timedelta(minutes=1), 0.1),
+        candidate(3, 1, EXCHANGE_GAP, 0.8),  # still the first sitting: no gap *longer* than EXCHANGE_GAP
+        candidate(4, 1, timedelta(days=2), 0.5),
+        candidate(5, 1, timedelta(days=2, minutes=1), 0.1),
+        candidate(6, 2, timedelta(minutes=1), 0.1),
+    ]
+    strength = sitting_strength(pool)
+    assert strength[1] == strength[2] == strength[3] == 1.0
+    # Every member here is among the strongest ten: the first sitting sums 1.8, the second 0.6.
+    assert strength[4] == strength[5] == pytest.approx(0.6 / 1.8)
+    assert strength[6] == pytest.approx(0.1 / 1.8)
+    signals = Signals(
+        requester_ids=frozenset(),
+        named_ids=frozenset(),
+        spoke_in=frozenset(),
+        window=frozenset(),
+        conversation_id=None,
+        now=timezone.now(),
+        neighbours={},
+    )
+    order = [message_id for _, message_id, _ in score_candidates(pool, signals)]
+    assert order.index(2) < order.index(5) < order.index(6)
 
 
 def test_an_ineligible_neighbour_never_contributes(room: Room) -> None:

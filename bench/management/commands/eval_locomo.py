@@ -1,6 +1,7 @@
 """Measure retrieval on a LoCoMo-format file, scored as the LoCoMo paper does.
 
-``eval_locomo --file PATH [--mode lexical|semantic|hybrid] [--unit turns|observations] [--limit 20]``.
+``eval_locomo --file PATH [--mode lexical|semantic|hybrid] [--unit turns|observations] [--limit 20]
+[--embedding-cache FILE]``.
 For each conversation in the file, a throwaway workspace (its own tenant, agent and
 ``locomo:<sample_id>`` connector) receives the conversation's turns through the same import the
 ``import_locomo`` command uses: one inbound message per turn, ``external_id`` = ``dia_id``, in a
@@ -16,7 +17,9 @@ then asked from that conversation, requested by speaker A.
 
 Modes: ``lexical`` runs the lexical arm only, ``semantic`` the semantic arm only, ``hybrid`` both (what
 the product does). For the last two the imported text is embedded first, by draining the index
-outbox inside the evaluation's transaction; that time is reported apart. The ranked turns are scored
+outbox inside the evaluation's transaction; that time is reported apart. ``--embedding-cache`` reuses
+the vectors of earlier runs for texts already embedded (:mod:`bench.embedding_cache`): the outbox, the
+stored vectors and the search run exactly as without it. The ranked turns are scored
 against the question's normalised evidence with :mod:`bench.evaluation`.
 
 The whole evaluation runs in one transaction that is rolled back at the end: the database is left
@@ -37,7 +40,9 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -45,6 +50,7 @@ from django.db import connection, transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
+from bench.embedding_cache import cached_embeddings
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
 from bench.locomo import LocomoConversation, load_locomo
 from bench.management.commands.import_locomo import import_conversation
@@ -104,6 +110,12 @@ class Command(BaseCommand):
             help="turns: history search over the transcript; observations: memory recall over stored observations.",
         )
         parser.add_argument("--limit", type=int, default=MAX_LIMIT, help=f"Hits per question (1-{MAX_LIMIT}).")
+        parser.add_argument(
+            "--embedding-cache",
+            default=None,
+            help="An .npz file of vectors the model returned before, read and extended (bench/embedding_cache.py): "
+            "repeated hybrid or semantic runs skip re-embedding the same texts. Off unless given.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         mode, unit, limit = options["mode"], options["unit"], options["limit"]
@@ -130,6 +142,7 @@ class Command(BaseCommand):
         run = uuid.uuid4().hex[:12]
         # disable=None: the bar shows on a terminal and stays out of redirected output.
         with (
+            cached_embeddings(Path(options["embedding_cache"])) if options["embedding_cache"] else nullcontext(),
             tqdm(
                 total=total, unit="question", desc="eval_locomo", disable=True if options["verbosity"] < 1 else None
             ) as progress,

@@ -5,20 +5,23 @@ every neighbour comes from :class:`memory.retrieval.eligibility.EligibleMessages
 conversation, source evidence, audience, lineage), decided in SQL before anything is ranked. The
 sidecar only narrows the scan; text is hydrated from ``history_message`` after authorization.
 
-Query words are OR'd (``engram_search_query``) and ranked by ``ts_rank``; the semantic arm (a
-provider) proposes candidates beside it and the two are fused by reciprocal rank. People the query
-names (resolved through the perspective's own actors, as the actor filter is) are matched as the
-authors of messages rather than as words. Structural filters (actor, conversation, connector, time
-range) only narrow, and an actor filter that does not resolve in the perspective returns nothing.
-Ranking (history@3) adds: authorship by a named person; exchange context (the summed match of a
-message's eligible neighbours, since a question and its answer are adjacent and often only one
-shares the query's words); the dates the query names (a day, month, year or relative span, matched
-against when each message was written); recency, same actor, same conversation, a small boost for rooms the
-requester spoke in, and a demotion of the window the turn already loaded. Context is computed over
-the pool and one bounded neighbour query through the same eligible set: it reorders, never adds. The
-message being answered and the loaded window are excluded. Every search, empty or not, writes a
-``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed
-each match; if that write fails the search fails. Results join the turn's evidence.
+Query words are OR'd (``engram_search_query``) and the sidecar's best ``ts_rank`` matches are read; the
+arm's matches are then ordered by BM25, whose term statistics are those of the eligible pool's own
+documents. The semantic arm (a provider) proposes candidates beside it and the two are fused by
+reciprocal rank. People the query names (resolved through the perspective's own actors, as the actor
+filter is) are matched as the authors of messages rather than as words. Structural filters (actor,
+conversation, connector, time range) only narrow, and an actor filter that does not resolve in the
+perspective returns nothing. Ranking (history@4) adds: authorship by a named person; exchange context
+(the summed match of a message's eligible neighbours, two a side, the second at half weight, since a
+question and its answer are adjacent and often only one shares the query's words); the dates the query
+names (a day, month, year or relative span, matched against when each message was written); the sitting
+(a run of one conversation's pool members without a long gap) that holds the most of the strongest
+matches; recency, same actor, same conversation, a small boost for rooms the requester spoke in, and a
+demotion of the window the turn already loaded. Context and sittings are computed over the pool and one
+bounded neighbour query through the same eligible set: they reorder, never add. The message being
+answered and the loaded window are excluded. Every search, empty or not, writes a
+``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed each
+match; if that write fails the search fails. Results join the turn's evidence.
 
 Transcript lines are data, never instructions, exactly like memories: every hit and every neighbour
 goes through memory recall's safety scan (:func:`memory.retrieval.safety.block_reason`) when it is
@@ -59,6 +62,8 @@ from memory.retrieval.history_search.query import (
     named_actors,
 )
 from memory.retrieval.history_search.ranking import (
+    CONTEXT_DECAY,
+    CONTEXT_REACH,
     CONTEXT_SOURCES,
     POLICY_VERSION,
     RECENCY_DAYS,
@@ -74,6 +79,8 @@ from memory.retrieval.history_search.search import search_history
 
 __all__ = [
     "CANDIDATE_CAP",
+    "CONTEXT_DECAY",
+    "CONTEXT_REACH",
     "CONTEXT_SOURCES",
     "CURRENT_WINDOW",
     "DEFAULT_LIMIT",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any, Protocol
 
 from django.db import connection, transaction
@@ -20,6 +19,7 @@ from django.db import connection, transaction
 from config.database.base import prepared_cursor
 from history.models import Turn, agent_terms_match
 from memory.retrieval.eligibility import EligibleMessages
+from memory.retrieval.history_search.ranking import CONTEXT_REACH, EXCHANGE_GAP, PoolDocument
 from memory.retrieval.providers import ArmHit
 
 CANDIDATE_CAP = 200
@@ -33,8 +33,6 @@ CURRENT_WINDOW = 30
 LEXICAL_RANK = "ts_rank(d.tsv, q.q)"
 #: The audit's exclusion rules, in the order the first rule that removed a match is attributed.
 EXCLUSION_RULES = ("already_in_context", "no_evidence", "audience", "lineage")
-#: Neighbours further apart than this are not one exchange.
-EXCHANGE_GAP = timedelta(hours=6)
 
 
 class MessageCandidateProvider(Protocol):
@@ -150,36 +148,93 @@ source AS (
 UNION ALL
 {after}
 """
-#: One side of each source: the nearest message beyond it that the searchable set admits, within the gap.
+#: One side of each source: the nearest ``CONTEXT_REACH`` messages beyond it that the searchable set
+#: admits, within the gap of the source, each with its time and side (-1 before, 1 after).
 _NEIGHBOUR_SIDE = """
-SELECT source.message_id, {side}.id FROM source CROSS JOIN LATERAL (
-    SELECT near.id FROM (
+SELECT source.message_id, {side}.id, {side}.created_at, {step} FROM source CROSS JOIN LATERAL (
+    SELECT near.id, near.created_at FROM (
         SELECT m.id, m.created_at FROM history_message m
         WHERE m.conversation_id = source.conversation_id
           AND (m.created_at, m.id) {beyond} (source.created_at, source.message_id)
           AND m.created_at {within} source.created_at {towards} make_interval(secs => %(n_gap)s)
         ORDER BY m.created_at {order}, m.id {order} OFFSET 0) near
     WHERE (SELECT TRUE FROM em WHERE em.message_id = near.id LIMIT 1)
-    ORDER BY near.created_at {order}, near.id {order} LIMIT 1) {side}"""
+    ORDER BY near.created_at {order}, near.id {order} LIMIT %(n_reach)s) {side}"""
 _NEIGHBOURS = _NEIGHBOURS_OF_SOURCES.format(
-    before=_NEIGHBOUR_SIDE.format(side="b", beyond="<", within=">=", towards="-", order="DESC"),
-    after=_NEIGHBOUR_SIDE.format(side="a", beyond=">", within="<=", towards="+", order="ASC"),
+    before=_NEIGHBOUR_SIDE.format(side="b", step=-1, beyond="<", within=">=", towards="-", order="DESC"),
+    after=_NEIGHBOUR_SIDE.format(side="a", step=1, beyond=">", within="<=", towards="+", order="ASC"),
 )
 
 
 def neighbour_pairs(
     eligible: EligibleMessages, structural: str, params: dict[str, Any], source_ids: Sequence[int]
-) -> list[tuple[Any, ...]]:
-    """``(source id, neighbour id)`` for the message just before and just after each source in the
-    searchable set (eligible, filtered, not excluded), if it was written within ``EXCHANGE_GAP`` of
-    the source. An ineligible message is never a neighbour: the next eligible one is. One statement,
-    bounded by ``CONTEXT_SOURCES``."""
+) -> list[tuple[int, int, int]]:
+    """``(source id, neighbour id, distance)`` for the ``CONTEXT_REACH`` messages just before and just
+    after each source in the searchable set (eligible, filtered, not excluded) that were written within
+    ``EXCHANGE_GAP`` of the source; distance 1 is the adjacent message on its side. An ineligible
+    message is never a neighbour and takes no place: the next eligible one is. One statement, bounded by
+    ``CONTEXT_SOURCES``."""
     if not source_ids:
         return []
     sql = _NEIGHBOURS.format(owned=eligible.owned(), predicate=eligible.predicate(), structural=structural)
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**params, "n_ids": list(source_ids), "n_gap": EXCHANGE_GAP.total_seconds()})
-        return cursor.fetchall()
+        cursor.execute(
+            sql,
+            {
+                **params,
+                "n_ids": list(source_ids),
+                "n_gap": EXCHANGE_GAP.total_seconds(),
+                "n_reach": CONTEXT_REACH,
+            },
+        )
+        rows = cursor.fetchall()
+    # Each side's messages counted outwards from the source, nearest first.
+    sides: dict[tuple[int, int], list[tuple[Any, int]]] = {}
+    for source_id, message_id, created_at, step in rows:
+        sides.setdefault((source_id, step), []).append((created_at, message_id))
+    pairs: list[tuple[int, int, int]] = []
+    for (source_id, step), found in sides.items():
+        found.sort(reverse=step < 0)
+        pairs.extend((source_id, message_id, distance) for distance, (_, message_id) in enumerate(found, 1))
+    return pairs
+
+
+#: Each pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.
+#: lexical_order`): its length (every position of every lexeme) and how often each of the query's terms
+#: occurs in it. The query's terms are those of ``engram_search_query``, read back from its text as
+#: ``engram_agent_search_query`` reads them. Only the pool's own documents are read, by id: messages the
+#: scan or the re-validation has just admitted, so the term statistics are those of the eligible pool and
+#: no message outside it shapes the order.
+_POOL_DOCUMENTS = r"""
+WITH terms AS (
+    SELECT DISTINCT replace(m[1], '''''', '''') AS lexeme
+    FROM regexp_matches(coalesce(engram_search_query(%(q_text)s)::text, ''), '''((?:[^'']|'''')*)''', 'g') AS m
+)
+SELECT d.message_id, doc.length, doc.lexemes, doc.counts
+FROM history_messagesearchdocument d CROSS JOIN LATERAL (
+    SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0)::int AS length,
+           coalesce(array_agg(t.lexeme) FILTER (WHERE t.lexeme IN (SELECT lexeme FROM terms)), '{}') AS lexemes,
+           coalesce(array_agg(coalesce(array_length(t.positions, 1), 1))
+                    FILTER (WHERE t.lexeme IN (SELECT lexeme FROM terms)), '{}') AS counts
+    FROM unnest(d.tsv) AS t
+) doc
+WHERE d.message_id = ANY(%(d_ids)s::bigint[]) AND d.agent_id = %(el_agent)s
+"""
+
+
+def pool_documents(params: dict[str, Any], pool_ids: Sequence[int]) -> dict[int, PoolDocument]:
+    """The sidecar documents of the pool's members (ids the search has already admitted), as BM25 reads
+    them; one statement."""
+    if not pool_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _POOL_DOCUMENTS, {"q_text": params["q_text"], "el_agent": params["el_agent"], "d_ids": list(pool_ids)}
+        )
+        return {
+            message_id: PoolDocument(length=length, terms=dict(zip(lexemes, counts, strict=True)))
+            for message_id, length, lexemes, counts in cursor.fetchall()
+        }
 
 
 def revalidate(

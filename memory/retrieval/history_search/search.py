@@ -27,6 +27,7 @@ from memory.retrieval.history_search.candidates import (
     current_window,
     lexical_pool,
     neighbour_pairs,
+    pool_documents,
     revalidate,
 )
 from memory.retrieval.history_search.query import (
@@ -37,7 +38,14 @@ from memory.retrieval.history_search.query import (
     requester_identities,
     resolve_filters,
 )
-from memory.retrieval.history_search.ranking import Candidate, Signals, context_sources, fused_match, score_candidates
+from memory.retrieval.history_search.ranking import (
+    Candidate,
+    Signals,
+    context_sources,
+    fused_match,
+    lexical_order,
+    score_candidates,
+)
 from memory.retrieval.providers import ProviderCall, run_providers
 
 
@@ -112,6 +120,12 @@ def search_history(
         if hit.target_id in rows:
             arm = ranks.setdefault(hit.arm, {})
             arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
+    if lexical:
+        # The lexical arm's matches in BM25 order, its statistics those of the admitted pool (``rows``).
+        documents = pool_documents({**params, "q_text": text}, sorted(rows))
+        ranks["lexical"] = {
+            message_id: rank for rank, message_id in enumerate(lexical_order(list(ranks["lexical"]), documents), 1)
+        }
     relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers)]
     candidates = {
         message_id: Candidate(
@@ -125,10 +139,11 @@ def search_history(
     }
     # Exchange context: which pool members are adjacent, in the eligible transcript, to the strongest
     # matches (one bounded query). Context only reorders the pool; it never adds a message to it.
-    neighbours: dict[int, list[int]] = {}
-    for source_id, message_id in neighbour_pairs(eligible, structural, params, context_sources(candidates.values())):
+    neighbours: dict[int, list[tuple[int, int]]] = {}
+    sources = context_sources(candidates.values())
+    for source_id, message_id, distance in neighbour_pairs(eligible, structural, params, sources):
         if message_id in candidates:
-            neighbours.setdefault(source_id, []).append(message_id)
+            neighbours.setdefault(source_id, []).append((message_id, distance))
     now = timezone.now()
     signals = Signals(
         requester_ids=frozenset(requester_ids),

@@ -1,0 +1,98 @@
+"""History search orders the lexical arm's matches by BM25 over the eligible pool (history@4): a rare
+query term outweighs a common one, and the statistics are read from the pool's own documents only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from history.models import EvidenceMethod
+from history.services import message_ingest
+from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.history_search import HistoryQuery, search_history
+from memory.retrieval.history_search.candidates import pool_documents
+from memory.retrieval.history_search.ranking import PoolDocument, lexical_order
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_rare_query_term_outranks_a_common_one_repeated() -> None:
+    """ "project" is in every message but one, "kayak" in that one: ``ts_rank`` put the message that
+    repeats "project" first; BM25 weighs "kayak" by its rarity in the pool and puts it first."""
+    agent = AgentFactory.create()
+    connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
+    alice, bob = (ActorFactory.create(connector=connector, display_name=n) for n in ("Alice", "Bob"))
+    room = public_channel(connector, title="#general")
+    now = timezone.now()
+
+    def say(body: str, days: int) -> int:
+        return message_ingest(
+            conversation=room,
+            actor=alice,
+            body=body,
+            created_at=now - timedelta(days=days),
+            evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
+        ).message.pk
+
+    kayak = say("On the trip we rented a kayak.", 30)
+    repeated = say("Project update: the project plan, the project budget, the project team.", 20)
+    for day in range(1, 8):
+        say(f"Project note number {day}.", day)
+    result = search_history(
+        perspective=perspective_for_conversation(room, requester_id=bob.pk),
+        query=HistoryQuery(text="project kayak", limit=10),
+        providers=(),
+    )
+    ranked = [hit.message.message_id for hit in result.hits]
+    assert ranked[0] == kayak
+    assert ranked.index(kayak) < ranked.index(repeated)
+
+
+def test_pool_documents_read_only_the_ids_asked_for_and_only_the_agents_own() -> None:
+    agent, other_agent = AgentFactory.create(), AgentFactory.create()
+    connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
+    other_connector = ConnectorFactory.create(agent=other_agent, type="slack", name="other")
+    alice = ActorFactory.create(connector=connector, display_name="Alice")
+    mallory = ActorFactory.create(connector=other_connector, display_name="Mallory")
+    now = timezone.now()
+    mine = message_ingest(
+        conversation=public_channel(connector, title="#general"),
+        actor=alice,
+        body="Kayak, kayak and a canoe.",
+        created_at=now,
+        evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
+    ).message
+    unasked = message_ingest(
+        conversation=public_channel(connector, title="#random"),
+        actor=alice,
+        body="Another kayak.",
+        created_at=now,
+        evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
+    ).message
+    theirs = message_ingest(
+        conversation=public_channel(other_connector, title="#general"),
+        actor=mallory,
+        body="A kayak of theirs.",
+        created_at=now,
+        evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
+    ).message
+    documents = pool_documents({"q_text": "kayak trips", "el_agent": agent.pk}, [mine.pk, theirs.pk])
+    assert set(documents) == {mine.pk}
+    assert unasked.pk not in documents
+    assert documents[mine.pk].terms == {"kayak": 2}
+    assert documents[mine.pk].length == 3
+
+
+def test_lexical_order_keeps_the_arms_order_on_ties_and_without_documents() -> None:
+    documents = {
+        1: PoolDocument(length=4, terms={"common": 1}),
+        2: PoolDocument(length=4, terms={"rare": 1}),
+        3: PoolDocument(length=4, terms={"common": 1}),
+        4: PoolDocument(length=4, terms={"common": 1}),
+    }
+    assert lexical_order([1, 3, 2], documents) == [2, 1, 3]
+    assert lexical_order([3, 1], documents) == [3, 1]
+    assert lexical_order([3, 1, 2], {}) == [3, 1, 2]

@@ -82,8 +82,9 @@ def test_pool_documents_read_only_the_ids_asked_for_and_only_the_agents_own() ->
     documents = pool_documents({"q_text": "kayak trips", "el_agent": agent.pk}, [mine.pk, theirs.pk])
     assert set(documents) == {mine.pk}
     assert unasked.pk not in documents
-    assert documents[mine.pk].terms == {"kayak": 2}
-    assert documents[mine.pk].length == 3
+    # Each query term it holds counts once, and its length is its distinct lexemes ("kayak", "canoe").
+    assert documents[mine.pk].terms == {"kayak": 1}
+    assert documents[mine.pk].length == 2
 
 
 def test_lexical_order_keeps_the_arms_order_on_ties_and_without_documents() -> None:

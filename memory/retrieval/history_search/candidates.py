@@ -200,24 +200,22 @@ def neighbour_pairs(
 
 
 #: Each pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.
-#: lexical_order`): its length (every position of every lexeme) and how often each of the query's terms
-#: occurs in it. The query's terms are those of ``engram_search_query``, read back from its text as
-#: ``engram_agent_search_query`` reads them. Only the pool's own documents are read, by id: messages the
-#: scan or the re-validation has just admitted, so the term statistics are those of the eligible pool and
-#: no message outside it shapes the order.
+#: lexical_order`): its length in distinct lexemes and which of the query's terms it holds, each counted
+#: once (a chat message rarely repeats a word, and reading every lexeme's positions cost more than the
+#: rest of the statement). The query's terms are those of ``engram_search_query``, read back from its
+#: text as ``engram_agent_search_query`` reads them. Only the pool's own documents are read, by id:
+#: messages the scan or the re-validation has just admitted, so the term statistics are those of the
+#: eligible pool and no message outside it shapes the order.
 _POOL_DOCUMENTS = r"""
 WITH terms AS (
     SELECT DISTINCT replace(m[1], '''''', '''') AS lexeme
     FROM regexp_matches(coalesce(engram_search_query(%(q_text)s)::text, ''), '''((?:[^'']|'''')*)''', 'g') AS m
+), queries AS (
+    SELECT lexeme, quote_literal(lexeme)::tsquery AS q FROM terms
 )
-SELECT d.message_id, doc.length, doc.lexemes, doc.counts
-FROM history_messagesearchdocument d CROSS JOIN LATERAL (
-    SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0)::int AS length,
-           coalesce(array_agg(t.lexeme) FILTER (WHERE t.lexeme IN (SELECT lexeme FROM terms)), '{}') AS lexemes,
-           coalesce(array_agg(coalesce(array_length(t.positions, 1), 1))
-                    FILTER (WHERE t.lexeme IN (SELECT lexeme FROM terms)), '{}') AS counts
-    FROM unnest(d.tsv) AS t
-) doc
+SELECT d.message_id, length(d.tsv),
+       ARRAY(SELECT queries.lexeme FROM queries WHERE d.tsv @@ queries.q ORDER BY queries.lexeme)
+FROM history_messagesearchdocument d
 WHERE d.message_id = ANY(%(d_ids)s::bigint[]) AND d.agent_id = %(el_agent)s
 """
 
@@ -232,8 +230,8 @@ def pool_documents(params: dict[str, Any], pool_ids: Sequence[int]) -> dict[int,
             _POOL_DOCUMENTS, {"q_text": params["q_text"], "el_agent": params["el_agent"], "d_ids": list(pool_ids)}
         )
         return {
-            message_id: PoolDocument(length=length, terms=dict(zip(lexemes, counts, strict=True)))
-            for message_id, length, lexemes, counts in cursor.fetchall()
+            message_id: PoolDocument(length=length, terms=dict.fromkeys(lexemes, 1))
+            for message_id, length, lexemes in cursor.fetchall()
         }
 
 

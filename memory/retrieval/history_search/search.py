@@ -120,8 +120,9 @@ def search_history(
         if hit.target_id in rows:
             arm = ranks.setdefault(hit.arm, {})
             arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
-    if lexical:
-        # The lexical arm's matches in BM25 order, its statistics those of the admitted pool (``rows``).
+    if len(ranks.get("lexical", ())) > 1:
+        # The lexical arm's matches in BM25 order, its statistics those of the admitted pool (``rows``);
+        # one match or none has no order to change, and its documents are not read.
         documents = pool_documents({**params, "q_text": text}, sorted(rows))
         ranks["lexical"] = {
             message_id: rank for rank, message_id in enumerate(lexical_order(list(ranks["lexical"]), documents), 1)

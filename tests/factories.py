@@ -4,6 +4,7 @@ and conversations with structured audiences."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import factory
@@ -14,6 +15,7 @@ from history.audience import Audience
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 from history.services import message_ingest
 from memory.models import MemoryEntry, MemoryRevision
+from memory.retrieval.history_search.ranking import Signals
 
 
 class TenantFactory(factory.django.DjangoModelFactory[Tenant]):
@@ -172,3 +174,17 @@ class Speaks:
             created_at=timezone.now(),
             evidence_method=EvidenceMethod.CONNECTOR_SIGNED if authenticated else None,
         ).message
+
+
+def ranking_signals(now: datetime, **fields: Any) -> Signals:
+    """History search's ranking signals with nothing but ``fields`` set: no requester, no named people,
+    no loaded window, no neighbours."""
+    defaults: dict[str, Any] = {
+        "requester_ids": frozenset(),
+        "named_ids": frozenset(),
+        "spoke_in": frozenset(),
+        "window": frozenset(),
+        "conversation_id": None,
+        "neighbours": {},
+    }
+    return Signals(now=now, **(defaults | fields))

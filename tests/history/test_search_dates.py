@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.retrieval.history_search.query import NamedDate, named_dates
-from memory.retrieval.history_search.ranking import Candidate, Signals, score_candidates
+from memory.retrieval.history_search.ranking import Candidate, score_candidates
+from tests.factories import ranking_signals
 
 NOW = datetime(2026, 12, 5, 15, 0, tzinfo=UTC)
 
@@ -45,16 +46,7 @@ def test_a_named_date_reorders_the_pool_and_adds_nothing() -> None:
     other = Candidate(
         message_id=2, conversation_id=1, actor_id=None, created_at=datetime(2023, 6, 8, 13, tzinfo=UTC), match=0.6
     )
-    signals = Signals(
-        requester_ids=frozenset(),
-        named_ids=frozenset(),
-        spoke_in=frozenset(),
-        window=frozenset(),
-        conversation_id=None,
-        now=NOW,
-        neighbours={},
-        dates=named_dates("What did Caroline do on 8 May, 2023?", NOW),
-    )
+    signals = ranking_signals(NOW, dates=named_dates("What did Caroline do on 8 May, 2023?", NOW))
     scored = score_candidates([other, then], signals)
     assert [message_id for _, message_id, _ in scored] == [1, 2]
     assert scored[0][2]["date"] == 1.0 and scored[1][2]["date"] == 0.0

@@ -14,7 +14,7 @@ from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.history_search.candidates import pool_documents
 from memory.retrieval.history_search.ranking import PoolDocument, lexical_order
-from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, make_message, public_channel
 
 pytestmark = pytest.mark.django_db
 
@@ -57,28 +57,9 @@ def test_pool_documents_read_only_the_ids_asked_for_and_only_the_agents_own() ->
     other_connector = ConnectorFactory.create(agent=other_agent, type="slack", name="other")
     alice = ActorFactory.create(connector=connector, display_name="Alice")
     mallory = ActorFactory.create(connector=other_connector, display_name="Mallory")
-    now = timezone.now()
-    mine = message_ingest(
-        conversation=public_channel(connector, title="#general"),
-        actor=alice,
-        body="Kayak, kayak and a canoe.",
-        created_at=now,
-        evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
-    ).message
-    unasked = message_ingest(
-        conversation=public_channel(connector, title="#random"),
-        actor=alice,
-        body="Another kayak.",
-        created_at=now,
-        evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
-    ).message
-    theirs = message_ingest(
-        conversation=public_channel(other_connector, title="#general"),
-        actor=mallory,
-        body="A kayak of theirs.",
-        created_at=now,
-        evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
-    ).message
+    mine = make_message(public_channel(connector, title="#general"), actor=alice, body="Kayak, kayak and a canoe.")
+    unasked = make_message(public_channel(connector, title="#random"), actor=alice, body="Another kayak.")
+    theirs = make_message(public_channel(other_connector, title="#general"), actor=mallory, body="A kayak of theirs.")
     documents = pool_documents({"q_text": "kayak trips", "el_agent": agent.pk}, [mine.pk, theirs.pk])
     assert set(documents) == {mine.pk}
     assert unasked.pk not in documents

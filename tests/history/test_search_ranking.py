@@ -27,9 +27,9 @@ from memory.retrieval.history_search import (
     search_history,
 )
 from memory.retrieval.history_search.candidates import neighbour_pairs
-from memory.retrieval.history_search.ranking import Candidate, Signals, score_candidates, sitting_strength
+from memory.retrieval.history_search.ranking import Candidate, score_candidates, sitting_strength
 from memory.retrieval.providers import ArmHit
-from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel, ranking_signals
 
 pytestmark = pytest.mark.django_db
 
@@ -164,15 +164,7 @@ def test_context_halves_with_each_step_beyond_the_adjacent_message() -> None:
         Candidate(message_id=i, conversation_id=1, actor_id=None, created_at=now, match=m)
         for i, m in ((1, 0.8), (2, 0.0), (3, 0.0))
     ]
-    signals = Signals(
-        requester_ids=frozenset(),
-        named_ids=frozenset(),
-        spoke_in=frozenset(),
-        window=frozenset(),
-        conversation_id=None,
-        now=now,
-        neighbours={1: ((2, 1), (3, 2))},
-    )
+    signals = ranking_signals(now, neighbours={1: ((2, 1), (3, 2))})
     context = {message_id: parts["context"] for _, message_id, parts in score_candidates(pool, signals)}
     assert context == {1: 0.0, 2: 0.8, 3: pytest.approx(0.8 * CONTEXT_DECAY)}
 
@@ -201,15 +193,7 @@ def test_a_sitting_holding_the_strongest_matches_lifts_its_other_lines() -> None
     # Every member here is among the strongest ten: the first sitting sums 1.8, the second 0.6.
     assert strength[4] == strength[5] == pytest.approx(0.6 / 1.8)
     assert strength[6] == pytest.approx(0.1 / 1.8)
-    signals = Signals(
-        requester_ids=frozenset(),
-        named_ids=frozenset(),
-        spoke_in=frozenset(),
-        window=frozenset(),
-        conversation_id=None,
-        now=timezone.now(),
-        neighbours={},
-    )
+    signals = ranking_signals(timezone.now())
     order = [message_id for _, message_id, _ in score_candidates(pool, signals)]
     assert order.index(2) < order.index(5) < order.index(6)
 

@@ -27,7 +27,7 @@ from memory.retrieval.history_search import (
     search_history,
 )
 from memory.retrieval.history_search.candidates import neighbour_pairs
-from memory.retrieval.history_search.ranking import Candidate, score_candidates, sitting_strength
+from memory.retrieval.history_search.ranking import FEATURES, Candidate, score_candidates, sitting_strength
 from memory.retrieval.providers import ArmHit
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, public_channel, ranking_signals
 
@@ -96,7 +96,34 @@ def room() -> Room:
 
 def test_the_policy_is_versioned_and_every_feature_is_weighted() -> None:
     assert POLICY_VERSION == "history@4"
-    assert {"match", "named", "context"} <= set(WEIGHTS)
+    assert set(FEATURES) == set(WEIGHTS)
+
+
+def test_a_score_is_the_weighted_sum_of_the_components_it_reports() -> None:
+    """What a hit reports as its components is what it was ranked on, named as the weights name them;
+    a limit keeps the best of the full order and lays out only their components."""
+    now = timezone.now()
+    pool = [
+        Candidate(message_id=1, conversation_id=1, actor_id=7, created_at=now - timedelta(days=3), match=0.9),
+        Candidate(message_id=2, conversation_id=2, actor_id=8, created_at=now - timedelta(hours=1), match=0.4),
+        Candidate(message_id=3, conversation_id=1, actor_id=9, created_at=now - timedelta(days=40), match=0.6),
+    ]
+    signals = ranking_signals(
+        now,
+        named_ids=frozenset({8}),
+        requester_ids=frozenset({9}),
+        conversation_id=1,
+        window=frozenset({3}),
+        neighbours={1: ((2, 1),)},
+    )
+    scored = score_candidates(pool, signals)
+    by_id = {message_id: parts for _, message_id, parts in scored}
+    assert by_id[2]["named"] == 1.0 and by_id[2]["context"] == 0.9
+    assert by_id[3]["same_actor"] == by_id[3]["same_conversation"] == by_id[3]["current_window"] == 1.0
+    for score, _, parts in scored:
+        assert set(parts) == set(WEIGHTS)
+        assert score == pytest.approx(sum(WEIGHTS[name] * value for name, value in parts.items()), abs=1e-3)
+    assert score_candidates(pool, signals, limit=2) == scored[:2]
 
 
 def test_a_named_persons_message_outranks_an_equal_match_by_someone_else(room: Room) -> None:

@@ -6,6 +6,7 @@ restore a message the eligible set did not admit.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -66,6 +67,20 @@ WEIGHTS = {
     "date": 0.30,
     "sitting": 0.10,
 }
+#: The features a candidate is scored on, in the order :func:`score_candidates` computes them (each
+#: has a weight above; a test holds the two together).
+FEATURES = (
+    "match",
+    "named",
+    "context",
+    "recency",
+    "same_actor",
+    "same_conversation",
+    "requester_spoke",
+    "current_window",
+    "date",
+    "sitting",
+)
 
 
 @dataclass(frozen=True)
@@ -189,10 +204,15 @@ def sitting_strength(candidates: Sequence[Candidate]) -> dict[int, float]:
 
 
 def score_candidates(
-    candidates: Sequence[Candidate], signals: Signals, weights: dict[str, float] | None = None
+    candidates: Sequence[Candidate],
+    signals: Signals,
+    weights: dict[str, float] | None = None,
+    *,
+    limit: int | None = None,
 ) -> list[tuple[float, int, dict[str, float]]]:
     """Score every candidate (a pure function of its inputs): ``(score, message id, components)``,
-    best first, ties broken by id.
+    best first, ties broken by id; with ``limit``, only the first ``limit`` of them (every candidate is
+    still scored, and only those returned have their components laid out).
 
     - ``match``: fused relevance;
     - ``named``: written by a person the query names;
@@ -207,6 +227,7 @@ def score_candidates(
       history@1.
     """
     weights = WEIGHTS if weights is None else weights
+    weight_values = tuple(weights[name] for name in FEATURES)
     match = {c.message_id: c.match for c in candidates}
     context: dict[int, float] = {}
     for source, linked in signals.neighbours.items():
@@ -214,23 +235,32 @@ def score_candidates(
             weight = CONTEXT_DECAY ** (distance - 1)
             context[message_id] = context.get(message_id, 0.0) + weight * match.get(source, 0.0)
     sitting = sitting_strength(candidates)
-    scored = []
+    now = signals.now
+    feature_values: dict[int, tuple[float, ...]] = {}
+    scored: list[tuple[float, int]] = []
     for candidate in candidates:
-        features = {
-            "match": candidate.match,
-            "named": 1.0 if candidate.actor_id is not None and candidate.actor_id in signals.named_ids else 0.0,
-            "context": context.get(candidate.message_id, 0.0),
-            "recency": math.exp(
-                -max(0.0, (signals.now - candidate.created_at).total_seconds()) / 86_400 / RECENCY_DAYS
-            ),
-            "same_actor": 1.0 if candidate.actor_id in signals.requester_ids else 0.0,
-            "same_conversation": 1.0 if candidate.conversation_id == signals.conversation_id else 0.0,
-            "requester_spoke": 1.0 if candidate.conversation_id in signals.spoke_in else 0.0,
-            "current_window": 1.0 if candidate.message_id in signals.window else 0.0,
-            "date": 1.0 if any(date.covers(candidate.created_at) for date in signals.dates) else 0.0,
-            "sitting": sitting.get(candidate.message_id, 0.0),
-        }
-        score = sum(weights[name] * value for name, value in features.items())
-        scored.append((round(score, 6), candidate.message_id, {k: round(v, 4) for k, v in features.items()}))
+        # In the order of ``FEATURES``.
+        values = (
+            candidate.match,
+            1.0 if candidate.actor_id is not None and candidate.actor_id in signals.named_ids else 0.0,
+            context.get(candidate.message_id, 0.0),
+            math.exp(-max(0.0, (now - candidate.created_at).total_seconds()) / 86_400 / RECENCY_DAYS),
+            1.0 if candidate.actor_id in signals.requester_ids else 0.0,
+            1.0 if candidate.conversation_id == signals.conversation_id else 0.0,
+            1.0 if candidate.conversation_id in signals.spoke_in else 0.0,
+            1.0 if candidate.message_id in signals.window else 0.0,
+            1.0 if signals.dates and any(date.covers(candidate.created_at) for date in signals.dates) else 0.0,
+            sitting.get(candidate.message_id, 0.0),
+        )
+        feature_values[candidate.message_id] = values
+        scored.append((round(sum(map(operator.mul, weight_values, values)), 6), candidate.message_id))
     scored.sort(key=lambda item: (-item[0], item[1]))
-    return scored
+    # Components are laid out (rounded, by name) only for what is returned: a search keeps its best few.
+    return [
+        (
+            score,
+            message_id,
+            {name: round(value, 4) for name, value in zip(FEATURES, feature_values[message_id], strict=True)},
+        )
+        for score, message_id in scored[:limit]
+    ]

@@ -160,8 +160,7 @@ def search_history(
         neighbours={source: tuple(ids) for source, ids in neighbours.items()},
         dates=named_dates(query.text, now),
     )
-    scored = score_candidates(list(candidates.values()), signals)
-    chosen = scored[:limit]
+    chosen = score_candidates(list(candidates.values()), signals, limit=limit)
     eligible_count = counts.get("eligible", 0) if lexical else len(candidates)
     counts["below_cutoff"] = max(0, eligible_count - len(chosen))
     counts.pop("eligible", None)

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from history.models import EvidenceMethod
 from history.services import message_ingest
-from memory.retrieval.eligibility import perspective_for_conversation
+from memory.retrieval.eligibility import EligibleMessages, perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, search_history
-from memory.retrieval.history_search.candidates import pool_documents
+from memory.retrieval.history_search.candidates import lexical_pool, revalidate
 from memory.retrieval.history_search.ranking import PoolDocument, lexical_order
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, make_message, public_channel
 
@@ -51,21 +51,35 @@ def test_a_rare_query_term_outranks_a_common_one_repeated() -> None:
     assert ranked.index(kayak) < ranked.index(repeated)
 
 
-def test_pool_documents_read_only_the_ids_asked_for_and_only_the_agents_own() -> None:
+def test_the_pools_documents_are_those_of_the_messages_it_admitted_only() -> None:
+    """BM25's statistics come from the pool alone. The scan returns its last match whatever its verdict
+    (to carry the exclusion counts) and the re-validation is asked about ids it may refuse: neither
+    brings the document of a message the eligible set did not admit, nor of another agent's message."""
     agent, other_agent = AgentFactory.create(), AgentFactory.create()
     connector = ConnectorFactory.create(agent=agent, type="slack", name="acme")
     other_connector = ConnectorFactory.create(agent=other_agent, type="slack", name="other")
     alice = ActorFactory.create(connector=connector, display_name="Alice")
     mallory = ActorFactory.create(connector=other_connector, display_name="Mallory")
-    mine = make_message(public_channel(connector, title="#general"), actor=alice, body="Kayak, kayak and a canoe.")
-    unasked = make_message(public_channel(connector, title="#random"), actor=alice, body="Another kayak.")
-    theirs = make_message(public_channel(other_connector, title="#general"), actor=mallory, body="A kayak of theirs.")
-    documents = pool_documents({"q_text": "kayak trips", "el_agent": agent.pk}, [mine.pk, theirs.pk])
-    assert set(documents) == {mine.pk}
-    assert unasked.pk not in documents
+    general = public_channel(connector, title="#general")
+    # Created first, so the lowest id: of equal matches, the scan's last.
+    unproven = make_message(general, actor=alice, body="A kayak nobody vouched for.", evidence=None)
+    mine = make_message(general, actor=alice, body="Kayak, kayak and a canoe.")
+    proposed = make_message(general, actor=alice, body="We paddled all day.")
+    refused = make_message(general, actor=alice, body="Paddling with no provenance.", evidence=None)
+    theirs = make_message(public_channel(other_connector, title="#general"), actor=mallory, body="Their kayak.")
+    eligible = EligibleMessages(perspective_for_conversation(general, requester_id=alice.pk))
+    params = {**eligible.params(), "q_text": "kayak trips", "q_excluded": [], "q_cap": 10}
+
+    scanned = lexical_pool(eligible, "", params)
+    assert [row[0] for row in scanned.ranked] == [mine.pk]
+    assert scanned.counts["no_evidence"] == 1  # the unproven match was read, judged and refused
+    assert set(scanned.documents) == {mine.pk}
     # Each query term it holds counts once, and its length is its distinct lexemes ("kayak", "canoe").
-    assert documents[mine.pk].terms == {"kayak": 1}
-    assert documents[mine.pk].length == 2
+    assert scanned.documents[mine.pk] == PoolDocument(length=2, terms={"kayak": 1})
+
+    admitted, documents = revalidate(eligible, "", params, {proposed.pk, refused.pk, theirs.pk, unproven.pk})
+    assert [row[0] for row in admitted] == [proposed.pk]
+    assert documents == {proposed.pk: PoolDocument(length=2, terms={})}  # "paddl", "day"
 
 
 def test_lexical_order_keeps_the_arms_order_on_ties_and_without_documents() -> None:

@@ -11,7 +11,8 @@ same eligibility, exclusions and filters admit it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import connection, transaction
@@ -44,6 +45,30 @@ class MessageCandidateProvider(Protocol):
     def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]: ...
 
 
+#: The query's terms as BM25 reads them: those of ``engram_search_query``, read back from its text as
+#: ``engram_agent_search_query`` reads them, each with its one-term query. Materialised, so that the
+#: query is parsed once per statement rather than once per document read.
+_QUERY_TERMS = r"""query_terms AS MATERIALIZED (
+    SELECT DISTINCT lexeme, quote_literal(lexeme)::tsquery AS q FROM (
+        SELECT replace(m[1], '''''', '''') AS lexeme
+        FROM regexp_matches(coalesce(engram_search_query(%(q_text)s)::text, ''), '''((?:[^'']|'''')*)''', 'g') AS m
+    ) matched
+)"""
+#: A pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.
+#: lexical_order`): its length in distinct lexemes and which of the query's terms it holds, each counted
+#: once (a chat message rarely repeats a word, and reading every lexeme's positions cost more than the
+#: rest of the statement). It is read, by id and agent, only for a row the statement has just admitted
+#: to the pool (an eligible match of the scan, a re-validated proposal), so the term statistics are
+#: those of the eligible pool and no message outside it shapes the order; a row without a document
+#: reads NULLs.
+_POOL_DOCUMENT = """LEFT JOIN LATERAL (
+    SELECT length(d.tsv) AS length,
+           ARRAY(SELECT t.lexeme FROM query_terms t WHERE d.tsv @@ t.q ORDER BY t.lexeme) AS terms
+    FROM history_messagesearchdocument d
+    WHERE d.message_id = {row}.message_id AND d.agent_id = %(el_agent)s
+) document ON TRUE"""
+
+
 #: The sidecar's matches, best ``ts_rank`` first (ties by id), each judged in that order, and only the
 #: eligible ones returned, each with the running count of every verdict up to it; the last match is
 #: returned too, whatever its verdict, so that a scan that runs out of matches carries its totals. The
@@ -57,7 +82,8 @@ class MessageCandidateProvider(Protocol):
 #: than they save (``bench_turn``: 63-67 ms of PostgreSQL CPU a turn, against 55-58 ms through the cursor).
 _SCAN = """
 DECLARE {cursor} NO SCROLL CURSOR FOR
-SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}
+WITH {query_terms}
+SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}, document.length, document.terms
 FROM (
     SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex,
            judged.verdict, {counted}, lead(matches.message_id) OVER scan IS NULL AS last
@@ -76,6 +102,7 @@ FROM (
     ) judged
     WINDOW scan AS (ORDER BY matches.lex DESC, matches.message_id DESC ROWS UNBOUNDED PRECEDING)
 ) judged_in_order
+{document}
 WHERE verdict = 'eligible' OR last
 ORDER BY lex DESC, message_id DESC
 LIMIT %(q_cap)s;
@@ -87,15 +114,25 @@ _scan_numbers = itertools.count()
 SCAN_VERDICTS = (*EXCLUSION_RULES, "eligible")
 
 
-def lexical_pool(
-    eligible: EligibleMessages, structural: str, params: dict[str, Any]
-) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
-    """The ranked eligible pool and the exclusion counts, from one scan of the sidecar's best matches.
+@dataclass(frozen=True)
+class LexicalPool:
+    """What one scan of the sidecar admitted: the pool's rows ``(id, conversation, actor, created at)``
+    best first, the exclusion counts, and the admitted rows' documents as BM25 reads them."""
+
+    ranked: list[tuple[Any, ...]]
+    counts: dict[str, int]
+    documents: dict[int, PoolDocument]
+
+
+def lexical_pool(eligible: EligibleMessages, structural: str, params: dict[str, Any]) -> LexicalPool:
+    """The ranked eligible pool, the exclusion counts and the pool's documents, from one scan of the
+    sidecar's best matches.
 
     Every match the scan reaches is judged by the search's own predicates in order (already in
-    context, no evidence, audience, lineage); only those judged eligible can enter the pool. The scan
-    reads the ranking (best ``ts_rank`` first, ties by id) until ``CANDIDATE_CAP`` matches are
-    eligible or the matches run out, so the pool and counts are those of the prefix it reached.
+    context, no evidence, audience, lineage); only those judged eligible can enter the pool, and only
+    theirs are documents of the pool. The scan reads the ranking (best ``ts_rank`` first, ties by id)
+    until ``CANDIDATE_CAP`` matches are eligible or the matches run out, so the pool and counts are
+    those of the prefix it reached.
     """
     verdict = "CASE WHEN m.id = ANY(%(q_excluded)s::bigint[]) THEN 'already_in_context'"
     verdict += "".join(f" WHEN NOT {condition} THEN '{name}'" for name, condition in eligible.rules())
@@ -112,6 +149,8 @@ def lexical_pool(
         ownership=eligible.ownership(),
         structural=structural,
         cursor=f"history_scan_{next(_scan_numbers)}",
+        query_terms=_QUERY_TERMS,
+        document=_POOL_DOCUMENT.format(row="judged_in_order"),
     )
     # A cursor lives in a transaction: the caller's, or one of its own.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
@@ -119,14 +158,29 @@ def lexical_pool(
         cursor.nextset()  # the FETCH's rows
         rows = cursor.fetchall()
     # The last row read carries the counts of the whole prefix: its CANDIDATE_CAP-th eligible
-    # match, or the last match of all.
-    counts = dict(zip(SCAN_VERDICTS, rows[-1][6:], strict=True)) if rows else dict.fromkeys(SCAN_VERDICTS, 0)
-    pool = [row[:5] for row in rows if row[5] == "eligible"]
+    # match, or the last match of all (returned whatever its verdict, and no member of the pool unless
+    # it is eligible).
+    verdicts = len(SCAN_VERDICTS)
+    counts = (
+        dict(zip(SCAN_VERDICTS, rows[-1][6 : 6 + verdicts], strict=True)) if rows else dict.fromkeys(SCAN_VERDICTS, 0)
+    )
+    admitted = [row for row in rows if row[5] == "eligible"]
+    pool = [row[:5] for row in admitted]
     # Best rank, then newest, then lowest id.
     pool.sort(key=lambda row: row[0])
     pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
-    ranked = [row[:4] for row in pool]
-    return ranked, counts
+    return LexicalPool(
+        ranked=[row[:4] for row in pool], counts=counts, documents=_documents((row[0], *row[-2:]) for row in admitted)
+    )
+
+
+def _documents(rows: Iterable[tuple[int, int | None, list[str] | None]]) -> dict[int, PoolDocument]:
+    """``(id, length, terms held)`` rows as BM25's documents; a message without a document has none."""
+    return {
+        message_id: PoolDocument(length=length, terms=dict.fromkeys(terms, 1))
+        for message_id, length, terms in rows
+        if length is not None and terms is not None
+    }
 
 
 #: Each side's messages are read from the conversation's time index nearest first, and eligibility is
@@ -199,55 +253,23 @@ def neighbour_pairs(
     return pairs
 
 
-#: Each pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.
-#: lexical_order`): its length in distinct lexemes and which of the query's terms it holds, each counted
-#: once (a chat message rarely repeats a word, and reading every lexeme's positions cost more than the
-#: rest of the statement). The query's terms are those of ``engram_search_query``, read back from its
-#: text as ``engram_agent_search_query`` reads them. Only the pool's own documents are read, by id:
-#: messages the scan or the re-validation has just admitted, so the term statistics are those of the
-#: eligible pool and no message outside it shapes the order.
-_POOL_DOCUMENTS = r"""
-WITH terms AS (
-    SELECT DISTINCT replace(m[1], '''''', '''') AS lexeme
-    FROM regexp_matches(coalesce(engram_search_query(%(q_text)s)::text, ''), '''((?:[^'']|'''')*)''', 'g') AS m
-), queries AS (
-    SELECT lexeme, quote_literal(lexeme)::tsquery AS q FROM terms
-)
-SELECT d.message_id, length(d.tsv),
-       ARRAY(SELECT queries.lexeme FROM queries WHERE d.tsv @@ queries.q ORDER BY queries.lexeme)
-FROM history_messagesearchdocument d
-WHERE d.message_id = ANY(%(d_ids)s::bigint[]) AND d.agent_id = %(el_agent)s
-"""
-
-
-def pool_documents(params: dict[str, Any], pool_ids: Sequence[int]) -> dict[int, PoolDocument]:
-    """The sidecar documents of the pool's members (ids the search has already admitted), as BM25 reads
-    them; one statement."""
-    if not pool_ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _POOL_DOCUMENTS, {"q_text": params["q_text"], "el_agent": params["el_agent"], "d_ids": list(pool_ids)}
-        )
-        return {
-            message_id: PoolDocument(length=length, terms=dict.fromkeys(lexemes, 1))
-            for message_id, length, lexemes in cursor.fetchall()
-        }
-
-
 def revalidate(
     eligible: EligibleMessages, structural: str, params: dict[str, Any], ids: set[int]
-) -> list[tuple[Any, ...]]:
+) -> tuple[list[tuple[Any, ...]], dict[int, PoolDocument]]:
+    """The proposed ``ids`` that the search's eligibility, exclusions and filters admit, as rows
+    ``(id, conversation, actor, created at)``, and their documents as BM25 reads them; one statement."""
     if not ids:
-        return []
+        return [], {}
     sql = (
-        f"SELECT m.id, m.conversation_id, m.actor_id, m.created_at FROM {eligible.owned()}"
+        f"WITH {_QUERY_TERMS} SELECT admitted.*, document.length, document.terms FROM ("
+        f"SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {eligible.owned()}"
         f" WHERE m.id = ANY(%(p_ids)s::bigint[]) AND {eligible.predicate()}{structural}"
-        " AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))"
+        f" AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))) admitted {_POOL_DOCUMENT.format(row='admitted')}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {**params, "p_ids": sorted(ids)})
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+    return [row[:4] for row in rows], _documents((row[0], *row[4:]) for row in rows)
 
 
 def conversations_spoken_in(agent_id: int, requester_ids: set[int], conversation_ids: set[int]) -> set[int]:

@@ -27,7 +27,6 @@ from memory.retrieval.history_search.candidates import (
     current_window,
     lexical_pool,
     neighbour_pairs,
-    pool_documents,
     revalidate,
 )
 from memory.retrieval.history_search.query import (
@@ -40,6 +39,7 @@ from memory.retrieval.history_search.query import (
 )
 from memory.retrieval.history_search.ranking import (
     Candidate,
+    PoolDocument,
     Signals,
     context_sources,
     fused_match,
@@ -99,10 +99,13 @@ def search_history(
     ranks: dict[str, dict[int, int]] = {}
     rows: dict[int, tuple[Any, ...]] = {}
     counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
+    # Every admitted row's document as BM25 reads it, read by the statement that admitted the row.
+    documents: dict[int, PoolDocument] = {}
     if lexical:
-        pool, counts = lexical_pool(eligible, structural, {**params, "q_text": text})
+        scanned = lexical_pool(eligible, structural, {**params, "q_text": text})
+        counts, documents = scanned.counts, scanned.documents
         ranks["lexical"] = {}
-        for rank, row in enumerate(pool, start=1):
+        for rank, row in enumerate(scanned.ranked, start=1):
             ranks["lexical"][row[0]] = rank
             rows[row[0]] = row
     outcome = run_providers(
@@ -114,16 +117,17 @@ def search_history(
     )
     proposed = {hit.target_id for hit in outcome.hits}
     # Provider ids count only once the same eligibility, exclusions and filters admit them.
-    for row in revalidate(eligible, structural, params, proposed - rows.keys()):
+    admitted, admitted_documents = revalidate(eligible, structural, {**params, "q_text": text}, proposed - rows.keys())
+    for row in admitted:
         rows[row[0]] = row
+    documents.update(admitted_documents)
     for hit in outcome.hits:
         if hit.target_id in rows:
             arm = ranks.setdefault(hit.arm, {})
             arm[hit.target_id] = min(hit.rank, arm.get(hit.target_id, hit.rank))
     if len(ranks.get("lexical", ())) > 1:
-        # The lexical arm's matches in BM25 order, its statistics those of the admitted pool (``rows``);
-        # one match or none has no order to change, and its documents are not read.
-        documents = pool_documents({**params, "q_text": text}, sorted(rows))
+        # The lexical arm's matches in BM25 order, its statistics those of the admitted pool's documents;
+        # one match or none has no order to change.
         ranks["lexical"] = {
             message_id: rank for rank, message_id in enumerate(lexical_order(list(ranks["lexical"]), documents), 1)
         }

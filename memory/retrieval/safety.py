@@ -44,9 +44,56 @@ SECRET_PATTERNS = [
 INJECTION = "failed injection scan"
 SECRET = "contains a credential"
 
+#: Every credential pattern needs one of these fragments as written (``(sk|rk|pk)[-_]`` a "k-" or an
+#: underscore; ``gh?_`` and ``egk_`` an underscore) or one of ``SECRET_WORDS`` in any case (``password``,
+#: ``passwd`` and ``passphrase`` "pass", ``api key`` "api").
+SECRET_MARKS = ("-----BEGIN ", "AKIA", "k-", "_", "xox", "eyJ")
+SECRET_WORDS = ("pass", "api", "secret", "token")
+#: Every injection pattern needs one of these words in any case, spaced as the pattern spaces it.
+INJECTION_WORDS = (
+    "ignore",
+    "disregard",
+    "forget",
+    "override",
+    "you are now",
+    "instruction",
+    "system prompt",
+    "<",
+    "jailbreak",
+    "developer mode",
+    "dan mode",
+    "act as",
+    "reveal",
+    "print",
+    "output",
+    "leak",
+    "do not",
+    "grant",
+)
+
 
 def block_reason(text: str) -> str:
-    """Why ``text`` must not be rendered, or "" if it may be."""
+    """Why ``text`` must not be rendered, or "" if it may be.
+
+    The scan runs on every line a recall or a search hands the agent, so a set of patterns is only run
+    when the text holds a fragment each of them needs (plain substring tests, several times cheaper
+    than the patterns; most lines hold none). For ASCII text a lowered substring test is exactly the
+    patterns' case-insensitive match, so the shortcut skips only what could not match; any other text
+    is scanned in full."""
+    if not text.isascii():
+        return scan(text)
+    lowered = text.lower()
+    if (any(mark in text for mark in SECRET_MARKS) or any(word in lowered for word in SECRET_WORDS)) and any(
+        p.search(text) for p in SECRET_PATTERNS
+    ):
+        return SECRET
+    if any(word in lowered for word in INJECTION_WORDS) and any(p.search(text) for p in INJECTION_PATTERNS):
+        return INJECTION
+    return ""
+
+
+def scan(text: str) -> str:
+    """:func:`block_reason` by every pattern, without the shortcut."""
     if any(p.search(text) for p in SECRET_PATTERNS):
         return SECRET
     if any(p.search(text) for p in INJECTION_PATTERNS):

@@ -63,7 +63,7 @@ _QUERY_TERMS = r"""query_terms AS MATERIALIZED (
 #: reads NULLs.
 _POOL_DOCUMENT = """LEFT JOIN LATERAL (
     SELECT length(d.tsv) AS length,
-           ARRAY(SELECT t.lexeme FROM query_terms t WHERE d.tsv @@ t.q ORDER BY t.lexeme) AS terms
+           ARRAY(SELECT t.lexeme FROM query_terms t WHERE d.tsv @@ t.q) AS terms
     FROM history_messagesearchdocument d
     WHERE d.message_id = {row}.message_id AND d.agent_id = %(el_agent)s
 ) document ON TRUE"""

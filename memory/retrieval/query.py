@@ -85,6 +85,8 @@ class RecallQuery:
     #: matches every statement about that person, which the subject feature already rewards). Empty
     #: when nothing was taken out, or nothing would be left: then the arms match ``text``.
     match_text: str = ""
+    #: The question is in the first person: it is about the requester too, whoever else it names.
+    first_person: bool = False
 
     @property
     def arm_text(self) -> str:
@@ -186,4 +188,5 @@ def form_query(
         known_at=known_at,
         policy_tags=("+owned-resources@1",) if owned else (),
         match_text=without_names(text, known_actors, named),
+        first_person=bool(FIRST_PERSON.search(text.lower())),
     )

@@ -16,7 +16,7 @@ from memory.models import Authority, BeliefType, Lifecycle, Portability
 from memory.retrieval.candidates import FEATURE_NAMES, Candidate
 from memory.retrieval.query import RecallQuery
 
-POLICY_VERSION = "retrieval@2"
+POLICY_VERSION = "retrieval@3"
 RRF_K = 60
 
 #: Arms whose ranks say "this text answers the query". Subject and conversation only boost.

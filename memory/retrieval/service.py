@@ -177,6 +177,7 @@ def recall(
         per_subject=PER_SUBJECT_CAP[profile],
         uncapped_subjects=uncapped,
         asked_subjects=asked_subjects(query),
+        focus_subjects=focus_subjects(query) if profile == "task" else (),
         room=budget.max_items,
     )
     if reserve_durable:
@@ -232,6 +233,15 @@ def recall(
 def asked_subjects(query: RecallQuery) -> tuple[int, ...]:
     """Whom the question is about: the people it names, else (a first-person question) the requester."""
     return query.named_subject_ids or query.subject_ids[:1]
+
+
+def focus_subjects(query: RecallQuery) -> tuple[int, ...]:
+    """Whom a question that names people is about: the people it names, and the requester too when
+    it is in the first person ("Is my manager Victor?"). () when it names nobody: then nobody is left out."""
+    if not query.named_subject_ids:
+        return ()
+    requester = query.subject_ids[:1] if query.first_person else ()
+    return tuple(dict.fromkeys((*requester, *query.named_subject_ids)))
 
 
 def _with_arm_ranks(pool: dict[int, Candidate], hits: Sequence[ArmHit]) -> dict[int, Candidate]:

@@ -250,3 +250,23 @@ def test_plot_locomo_draws_the_curves_of_each_mode(sample_file: Path, tmp_path: 
     empty.write_text("no summary here\n")
     with pytest.raises(CommandError, match="no eval_locomo summary line"):
         call_command("plot_locomo", str(empty), "--out", str(png), stdout=StringIO())
+
+
+def test_eval_recall_noise_reads_and_writes_an_embedding_cache(
+    sample_file: Path, pgvector: None, tmp_path: Path
+) -> None:
+    """With ``--embedding-cache`` the vectors are written to the file and the figures are those of a run
+    without it; nothing is left behind."""
+    before = _row_counts()
+    cache = tmp_path / "vectors.npz"
+    reports = []
+    for extra in ((), ("--embedding-cache", str(cache)), ("--embedding-cache", str(cache))):
+        out = StringIO()
+        call_command(
+            "eval_recall_noise", "--file", str(sample_file), "--mode", "hybrid", *extra, verbosity=0, stdout=out
+        )
+        reports.append(json.loads(out.getvalue().strip().splitlines()[-1]))
+    assert cache.exists()
+    for metric in ("recall@10", "mrr", "noise_ratio"):
+        assert reports[0][metric] == reports[1][metric] == reports[2][metric], metric
+    assert _row_counts() == before

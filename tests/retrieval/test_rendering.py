@@ -78,7 +78,7 @@ def test_the_same_belief_set_renders_byte_identically_across_runs_and_processes(
         timeout=120,
     ).stdout
     assert other_process == first
-    assert first.count("\n[m:") == 4 and first.startswith('<memory policy="retrieval@2" moment="tool">\n')
+    assert first.count("\n[m:") == 4 and first.startswith('<memory policy="retrieval@3" moment="tool">\n')
     assert "pull requests need two approvals" in first.lower()
 
 

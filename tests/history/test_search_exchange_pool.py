@@ -1,6 +1,7 @@
-"""History search (history@5): the eligible neighbours of the strongest matches join the pool. A
-neighbour is judged by the same eligibility, filters and exclusions as every candidate; nothing the
-eligible set did not admit is ever found."""
+"""History search (history@5): the eligible neighbours of the strongest matches join the pool, and a
+line shorter than the pool's average counts for a little less. A neighbour is judged by the same
+eligibility, filters and exclusions as every candidate; nothing the eligible set did not admit is
+ever found."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from django.utils import timezone
 from accounts.models import Actor, Connector
 from history.models import Conversation, Message
 from memory.retrieval.eligibility import perspective_for_conversation
-from memory.retrieval.history_search import HistoryQuery, HistoryResult, search_history
-from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, make_message, public_channel
+from memory.retrieval.history_search import WEIGHTS, HistoryQuery, HistoryResult, search_history
+from memory.retrieval.history_search.ranking import Candidate, content_share, score_candidates
+from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, make_message, public_channel, ranking_signals
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +98,26 @@ def test_a_neighbour_in_another_agents_transcript_is_never_read(room: Room) -> N
     result = room.search("offsite venue")
     assert hits(result) == [question.pk]
     assert foreign.pk not in result.message_ids
+
+
+def test_a_line_shorter_than_the_pools_average_counts_for_a_little_less() -> None:
+    """Two lines as closely matched: the one as long as the pool's average outranks the one-line
+    reaction, by ``content`` times the difference in their share of the average."""
+    now = timezone.now()
+    pool = [Candidate(message_id=i, conversation_id=1, actor_id=None, created_at=now, match=0.5) for i in (1, 2)]
+    lengths = {1: 2, 2: 14, 3: 8}  # a pool member that is not a candidate here still counts in the average
+    shares = content_share(lengths)
+    assert shares == {1: pytest.approx(2 / 8), 2: 1.0, 3: 1.0}  # capped: a long line is no better than an average one
+    scored = score_candidates(pool, ranking_signals(now, lengths=lengths))
+    assert [message_id for _, message_id, _ in scored] == [2, 1]
+    assert scored[0][0] - scored[1][0] == pytest.approx(WEIGHTS["content"] * (1 - 2 / 8), abs=1e-5)
+
+
+def test_a_message_whose_document_was_not_read_gets_no_content_credit() -> None:
+    """A neighbour taken in for its context alone has no document, so no length: its content is 0, and
+    without lengths the feature changes no order."""
+    now = timezone.now()
+    pool = [Candidate(message_id=i, conversation_id=1, actor_id=None, created_at=now, match=0.0) for i in (1, 2)]
+    scored = score_candidates(pool, ranking_signals(now, lengths={1: 10}))
+    assert {message_id: parts["content"] for _, message_id, parts in scored} == {1: 1.0, 2: 0.0}
+    assert content_share({}) == {}

@@ -16,7 +16,8 @@ perspective returns nothing. Ranking (history@5) adds: authorship by a named per
 question and its answer are adjacent and often only one shares the query's words); the dates the query
 names (a day, month, year or relative span, matched against when each message was written); the sitting
 (a run of one conversation's pool members without a long gap) that holds the most of the strongest
-matches; recency, same actor, same conversation, a small boost for rooms the requester spoke in, and a demotion
+matches; a line's length as a share of the pool's average (a one-line reaction rarely holds an answer);
+recency, same actor, same conversation, a small boost for rooms the requester spoke in, and a demotion
 of the window the turn already loaded. Context comes from one bounded neighbour query through the same
 eligible set (with the same filters and exclusions): the strongest matches' neighbours join the pool,
 with no match of their own, whether or not an arm proposed them; nothing else does. The message being

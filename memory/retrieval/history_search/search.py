@@ -168,6 +168,7 @@ def search_history(
         now=now,
         neighbours={source: tuple(ids) for source, ids in neighbours.items()},
         dates=named_dates(query.text, now),
+        lengths={message_id: document.length for message_id, document in documents.items()},
     )
     chosen = score_candidates(list(candidates.values()), signals, limit=limit)
     eligible_count = counts.get("eligible", 0) if lexical else len(candidates)

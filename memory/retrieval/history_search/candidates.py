@@ -206,14 +206,14 @@ UNION ALL
 """
 #: One side of each source: the nearest ``CONTEXT_REACH`` messages beyond it that the searchable set
 #: admits, within the gap of the source, each with its time, side (-1 before, 1 after), conversation and
-#: author. The author is read by primary key for the kept neighbours only, so the scan of the
-#: conversation's time index stays on the index.
+#: author. The author is read with the time, from the message row the scan of the conversation's time
+#: index visits anyway (on ``bench_history``'s corpus: +0.05 ms a search; a primary-key probe per kept
+#: neighbour cost +0.2 ms).
 _NEIGHBOUR_SIDE = """
-SELECT source.message_id, {side}.id, {side}.created_at, {step}, source.conversation_id,
-       (SELECT m.actor_id FROM history_message m WHERE m.id = {side}.id)
+SELECT source.message_id, {side}.id, {side}.created_at, {step}, source.conversation_id, {side}.actor_id
 FROM source CROSS JOIN LATERAL (
-    SELECT near.id, near.created_at FROM (
-        SELECT m.id, m.created_at FROM history_message m
+    SELECT near.id, near.created_at, near.actor_id FROM (
+        SELECT m.id, m.created_at, m.actor_id FROM history_message m
         WHERE m.conversation_id = source.conversation_id
           AND (m.created_at, m.id) {beyond} (source.created_at, source.message_id)
           AND m.created_at {within} source.created_at {towards} make_interval(secs => %(n_gap)s)

@@ -1,4 +1,4 @@
-"""History search ranking (history@4): who the query names, exchange context, and the semantic-only
+"""History search ranking (history@5): who the query names, exchange context, and the semantic-only
 switch. Every feature only reorders what eligibility admitted."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def room() -> Room:
 
 
 def test_the_policy_is_versioned_and_every_feature_is_weighted() -> None:
-    assert POLICY_VERSION == "history@4"
+    assert POLICY_VERSION == "history@5"
     assert set(FEATURES) == set(WEIGHTS)
 
 
@@ -180,9 +180,13 @@ def test_the_exchange_reaches_two_eligible_messages_each_side_within_the_gap(roo
     eligible = EligibleMessages(perspective)
     pairs = neighbour_pairs(eligible, "", {**eligible.params(), "q_excluded": []}, [question.pk])
     assert CONTEXT_REACH == 2
-    assert sorted(pairs) == sorted(
+    assert sorted((p.source_id, p.message_id, p.distance) for p in pairs) == sorted(
         [(question.pk, before.pk, 1), (question.pk, adjacent.pk, 1), (question.pk, answer.pk, 2)]
     )
+    # Each neighbour carries what ranking reads of a candidate, so it can join the pool.
+    by_id = {p.message_id: p for p in pairs}
+    assert (by_id[answer.pk].conversation_id, by_id[answer.pk].actor_id) == (room.general.pk, room.bob.pk)
+    assert by_id[answer.pk].created_at == answer.created_at
 
 
 def test_context_halves_with_each_step_beyond_the_adjacent_message() -> None:

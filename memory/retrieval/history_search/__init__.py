@@ -11,14 +11,16 @@ documents. The semantic arm (a provider) proposes candidates beside it and the t
 reciprocal rank. People the query names (resolved through the perspective's own actors, as the actor
 filter is) are matched as the authors of messages rather than as words. Structural filters (actor,
 conversation, connector, time range) only narrow, and an actor filter that does not resolve in the
-perspective returns nothing. Ranking (history@4) adds: authorship by a named person; exchange context
+perspective returns nothing. Ranking (history@5) adds: authorship by a named person; exchange context
 (the summed match of a message's eligible neighbours, two a side, the second at half weight, since a
 question and its answer are adjacent and often only one shares the query's words); the dates the query
 names (a day, month, year or relative span, matched against when each message was written); the sitting
 (a run of one conversation's pool members without a long gap) that holds the most of the strongest
-matches; recency, same actor, same conversation, a small boost for rooms the requester spoke in, and a
-demotion of the window the turn already loaded. Context and sittings are computed over the pool and one
-bounded neighbour query through the same eligible set: they reorder, never add. The message being
+matches; a line's length as a share of the pool's average (a one-line reaction rarely holds an answer);
+recency, same actor, same conversation, a small boost for rooms the requester spoke in, and a demotion
+of the window the turn already loaded. Context comes from one bounded neighbour query through the same
+eligible set (with the same filters and exclusions): the strongest matches' neighbours join the pool,
+with no match of their own, whether or not an arm proposed them; nothing else does. The message being
 answered and the loaded window are excluded. Every search, empty or not, writes a
 ``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed each
 match; if that write fails the search fails. Results join the turn's evidence.

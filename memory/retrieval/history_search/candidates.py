@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
 
 from django.db import connection, transaction
 
@@ -187,8 +188,9 @@ def _documents(rows: Iterable[tuple[int, int | None, list[str] | None]]) -> dict
 #: judged one message at a time in that order until one passes (a scalar subquery per message, which
 #: the planner cannot turn into a join over every eligible message): the judging, which for a reply
 #: checks its stored lineage, costs one or two messages, however many the window holds. The sources
-#: are members of the pool this search's scan has just judged; they are not judged again, because the
-#: pairs found here only reorder the pool, and whatever is shown is judged again when it is hydrated.
+#: are members of the pool this search's scan has just judged; they are not judged again. The
+#: neighbours are judged here (eligible, filtered, not excluded), so one the arms did not propose may
+#: join the pool; whatever is shown is judged again when it is hydrated.
 _NEIGHBOURS_OF_SOURCES = """
 WITH em AS NOT MATERIALIZED (
     SELECT m.id AS message_id FROM {{owned}}
@@ -203,11 +205,15 @@ UNION ALL
 {after}
 """
 #: One side of each source: the nearest ``CONTEXT_REACH`` messages beyond it that the searchable set
-#: admits, within the gap of the source, each with its time and side (-1 before, 1 after).
+#: admits, within the gap of the source, each with its time, side (-1 before, 1 after), conversation and
+#: author. The author is read with the time, from the message row the scan of the conversation's time
+#: index visits anyway (on ``bench_history``'s corpus: +0.05 ms a search; a primary-key probe per kept
+#: neighbour cost +0.2 ms).
 _NEIGHBOUR_SIDE = """
-SELECT source.message_id, {side}.id, {side}.created_at, {step} FROM source CROSS JOIN LATERAL (
-    SELECT near.id, near.created_at FROM (
-        SELECT m.id, m.created_at FROM history_message m
+SELECT source.message_id, {side}.id, {side}.created_at, {step}, source.conversation_id, {side}.actor_id
+FROM source CROSS JOIN LATERAL (
+    SELECT near.id, near.created_at, near.actor_id FROM (
+        SELECT m.id, m.created_at, m.actor_id FROM history_message m
         WHERE m.conversation_id = source.conversation_id
           AND (m.created_at, m.id) {beyond} (source.created_at, source.message_id)
           AND m.created_at {within} source.created_at {towards} make_interval(secs => %(n_gap)s)
@@ -220,14 +226,27 @@ _NEIGHBOURS = _NEIGHBOURS_OF_SOURCES.format(
 )
 
 
+class NeighbourPair(NamedTuple):
+    """A neighbour of a context source: a message of the searchable set (eligible, filtered, not
+    excluded), ``distance`` messages from the source on its side (1: adjacent)."""
+
+    source_id: int
+    message_id: int
+    distance: int
+    conversation_id: int
+    actor_id: int | None
+    created_at: datetime
+
+
 def neighbour_pairs(
     eligible: EligibleMessages, structural: str, params: dict[str, Any], source_ids: Sequence[int]
-) -> list[tuple[int, int, int]]:
-    """``(source id, neighbour id, distance)`` for the ``CONTEXT_REACH`` messages just before and just
-    after each source in the searchable set (eligible, filtered, not excluded) that were written within
-    ``EXCHANGE_GAP`` of the source; distance 1 is the adjacent message on its side. An ineligible
-    message is never a neighbour and takes no place: the next eligible one is. One statement, bounded by
-    ``CONTEXT_SOURCES``."""
+) -> list[NeighbourPair]:
+    """The ``CONTEXT_REACH`` messages just before and just after each source in the searchable set
+    (eligible, filtered, not excluded) that were written within ``EXCHANGE_GAP`` of the source; distance
+    1 is the adjacent message on its side. An ineligible message is never a neighbour and takes no
+    place: the next eligible one is. Each comes with what ranking reads of a candidate (conversation,
+    author, time), so that a neighbour the arms did not propose can join the pool. One statement,
+    bounded by ``CONTEXT_SOURCES``."""
     if not source_ids:
         return []
     sql = _NEIGHBOURS.format(owned=eligible.owned(), predicate=eligible.predicate(), structural=structural)
@@ -243,13 +262,16 @@ def neighbour_pairs(
         )
         rows = cursor.fetchall()
     # Each side's messages counted outwards from the source, nearest first.
-    sides: dict[tuple[int, int], list[tuple[Any, int]]] = {}
-    for source_id, message_id, created_at, step in rows:
-        sides.setdefault((source_id, step), []).append((created_at, message_id))
-    pairs: list[tuple[int, int, int]] = []
+    sides: dict[tuple[int, int], list[tuple[datetime, int, int, int | None]]] = {}
+    for source_id, message_id, created_at, step, conversation_id, actor_id in rows:
+        sides.setdefault((source_id, step), []).append((created_at, message_id, conversation_id, actor_id))
+    pairs: list[NeighbourPair] = []
     for (source_id, step), found in sides.items():
         found.sort(reverse=step < 0)
-        pairs.extend((source_id, message_id, distance) for distance, (_, message_id) in enumerate(found, 1))
+        pairs.extend(
+            NeighbourPair(source_id, message_id, distance, conversation_id, actor_id, created_at)
+            for distance, (created_at, message_id, conversation_id, actor_id) in enumerate(found, 1)
+        )
     return pairs
 
 

@@ -142,13 +142,18 @@ def search_history(
         )
         for message_id, conversation_id, actor_id, created_at in rows.values()
     }
-    # Exchange context: which pool members are adjacent, in the eligible transcript, to the strongest
-    # matches (one bounded query). Context only reorders the pool; it never adds a message to it.
+    # Exchange context: the messages adjacent, in the eligible transcript, to the strongest matches (one
+    # bounded query). A neighbour neither arm proposed joins the pool with no match of its own (the
+    # answer to a matching question often shares neither its words nor its meaning): the statement
+    # judged it by the same eligibility, filters and exclusions, and only its context can lift it.
     neighbours: dict[int, list[tuple[int, int]]] = {}
     sources = context_sources(candidates.values())
-    for source_id, message_id, distance in neighbour_pairs(eligible, structural, params, sources):
-        if message_id in candidates:
-            neighbours.setdefault(source_id, []).append((message_id, distance))
+    for pair in neighbour_pairs(eligible, structural, params, sources):
+        if pair.message_id not in candidates:
+            candidates[pair.message_id] = Candidate(
+                pair.message_id, pair.conversation_id, pair.actor_id, pair.created_at, match=0.0
+            )
+        neighbours.setdefault(pair.source_id, []).append((pair.message_id, pair.distance))
     now = timezone.now()
     signals = Signals(
         requester_ids=frozenset(requester_ids),
@@ -163,6 +168,7 @@ def search_history(
         now=now,
         neighbours={source: tuple(ids) for source, ids in neighbours.items()},
         dates=named_dates(query.text, now),
+        lengths={message_id: document.length for message_id, document in documents.items()},
     )
     chosen = score_candidates(list(candidates.values()), signals, limit=limit)
     eligible_count = counts.get("eligible", 0) if lexical else len(candidates)

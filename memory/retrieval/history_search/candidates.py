@@ -58,15 +58,15 @@ _QUERY_TERMS = r"""query_terms AS MATERIALIZED (
 #: A pool member's sidecar document as BM25 reads it (:func:`memory.retrieval.history_search.ranking.
 #: lexical_order`): its length in distinct lexemes and which of the query's terms it holds, each counted
 #: once (a chat message rarely repeats a word, and reading every lexeme's positions cost more than the
-#: rest of the statement). It is read, by id and agent, only for a row the statement has just admitted
-#: to the pool (an eligible match of the scan, a re-validated proposal), so the term statistics are
-#: those of the eligible pool and no message outside it shapes the order; a row without a document
-#: reads NULLs.
+#: rest of the statement). It is read only for a row the statement has just admitted to the pool (an
+#: eligible match of the scan, a re-validated proposal), where the caller has ``located`` it, and only
+#: if it is that message's and the agent's, so the term statistics are those of the eligible pool and
+#: no message outside it shapes the order; a row without a document reads NULLs.
 _POOL_DOCUMENT = """LEFT JOIN LATERAL (
     SELECT length(d.tsv) AS length,
            ARRAY(SELECT t.lexeme FROM query_terms t WHERE d.tsv @@ t.q) AS terms
     FROM history_messagesearchdocument d
-    WHERE d.message_id = {row}.message_id AND d.agent_id = %(el_agent)s
+    WHERE {located} AND d.message_id = {row}.message_id AND d.agent_id = %(el_agent)s
 ) document ON TRUE"""
 
 
@@ -87,9 +87,9 @@ WITH {query_terms}
 SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}, document.length, document.terms
 FROM (
     SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex,
-           judged.verdict, {counted}, lead(matches.message_id) OVER scan IS NULL AS last
+           matches.document_tid, judged.verdict, {counted}, lead(matches.message_id) OVER scan IS NULL AS last
     FROM (
-        SELECT d.message_id, {lexical_rank} AS lex
+        SELECT d.message_id, {lexical_rank} AS lex, d.ctid AS document_tid
         FROM history_messagesearchdocument d, (SELECT engram_search_query(%(q_text)s) AS q) q
         WHERE {terms_match}
         ORDER BY lex DESC, d.message_id DESC
@@ -151,7 +151,9 @@ def lexical_pool(eligible: EligibleMessages, structural: str, params: dict[str, 
         structural=structural,
         cursor=f"history_scan_{next(_scan_numbers)}",
         query_terms=_QUERY_TERMS,
-        document=_POOL_DOCUMENT.format(row="judged_in_order"),
+        # The match's document is read again where the scan found it (its tuple id, valid for the
+        # statement's snapshot), not through the primary key: half the cost of reading it.
+        document=_POOL_DOCUMENT.format(located="d.ctid = judged_in_order.document_tid", row="judged_in_order"),
     )
     # A cursor lives in a transaction: the caller's, or one of its own.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
@@ -286,7 +288,8 @@ def revalidate(
         f"WITH {_QUERY_TERMS} SELECT admitted.*, document.length, document.terms FROM ("
         f"SELECT m.id AS message_id, m.conversation_id, m.actor_id, m.created_at FROM {eligible.owned()}"
         f" WHERE m.id = ANY(%(p_ids)s::bigint[]) AND {eligible.predicate()}{structural}"
-        f" AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))) admitted {_POOL_DOCUMENT.format(row='admitted')}"
+        f" AND NOT (m.id = ANY(%(q_excluded)s::bigint[]))) admitted "
+        f" {_POOL_DOCUMENT.format(located='TRUE', row='admitted')}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {**params, "p_ids": sorted(ids)})

@@ -75,19 +75,19 @@ def test_the_pools_documents_are_those_of_the_messages_it_admitted_only() -> Non
     assert scanned.counts["no_evidence"] == 1  # the unproven match was read, judged and refused
     assert set(scanned.documents) == {mine.pk}
     # Each query term it holds counts once, and its length is its distinct lexemes ("kayak", "canoe").
-    assert scanned.documents[mine.pk] == PoolDocument(length=2, terms={"kayak": 1})
+    assert scanned.documents[mine.pk] == PoolDocument(length=2, terms=frozenset({"kayak"}))
 
     admitted, documents = revalidate(eligible, "", params, {proposed.pk, refused.pk, theirs.pk, unproven.pk})
     assert [row[0] for row in admitted] == [proposed.pk]
-    assert documents == {proposed.pk: PoolDocument(length=2, terms={})}  # "paddl", "day"
+    assert documents == {proposed.pk: PoolDocument(length=2, terms=frozenset())}  # "paddl", "day"
 
 
 def test_lexical_order_keeps_the_arms_order_on_ties_and_without_documents() -> None:
     documents = {
-        1: PoolDocument(length=4, terms={"common": 1}),
-        2: PoolDocument(length=4, terms={"rare": 1}),
-        3: PoolDocument(length=4, terms={"common": 1}),
-        4: PoolDocument(length=4, terms={"common": 1}),
+        1: PoolDocument(length=4, terms=frozenset({"common"})),
+        2: PoolDocument(length=4, terms=frozenset({"rare"})),
+        3: PoolDocument(length=4, terms=frozenset({"common"})),
+        4: PoolDocument(length=4, terms=frozenset({"common"})),
     }
     assert lexical_order([1, 3, 2], documents) == [2, 1, 3]
     assert lexical_order([3, 1], documents) == [3, 1]

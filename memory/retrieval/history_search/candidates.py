@@ -180,7 +180,7 @@ def lexical_pool(eligible: EligibleMessages, structural: str, params: dict[str, 
 def _documents(rows: Iterable[tuple[int, int | None, list[str] | None]]) -> dict[int, PoolDocument]:
     """``(id, length, terms held)`` rows as BM25's documents; a message without a document has none."""
     return {
-        message_id: PoolDocument(length=length, terms=dict.fromkeys(terms, 1))
+        message_id: PoolDocument(length=length, terms=frozenset(terms))
         for message_id, length, terms in rows
         if length is not None and terms is not None
     }

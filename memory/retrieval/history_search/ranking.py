@@ -125,12 +125,12 @@ class Signals:
 
 @dataclass(frozen=True)
 class PoolDocument:
-    """A pool member's sidecar document as BM25 reads it: its length and how often each of the query's
-    terms occurs in it (terms it lacks are absent). The search reads the length in distinct lexemes and
-    counts each held term once (:data:`memory.retrieval.history_search.candidates._POOL_DOCUMENTS`)."""
+    """A pool member's sidecar document as BM25 reads it: its length in distinct lexemes and which of the
+    query's terms it holds, each counted once (a chat message rarely repeats a word); read by
+    :data:`memory.retrieval.history_search.candidates._POOL_DOCUMENT`."""
 
     length: int
-    terms: dict[str, int]
+    terms: frozenset[str]
 
 
 def lexical_order(lexical_ids: Sequence[int], documents: Mapping[int, PoolDocument]) -> list[int]:
@@ -157,13 +157,11 @@ def lexical_order(lexical_ids: Sequence[int], documents: Mapping[int, PoolDocume
         document = documents.get(message_id)
         if document is None:
             return 0.0
+        # A held term's frequency in the document is 1.
         length_norm = BM25_K1 * (1 - BM25_B + BM25_B * document.length / average)
         return sum(
-            math.log(1 + (size - frequency[term] + 0.5) / (frequency[term] + 0.5))
-            * count
-            * (BM25_K1 + 1)
-            / (count + length_norm)
-            for term, count in document.terms.items()
+            math.log(1 + (size - frequency[term] + 0.5) / (frequency[term] + 0.5)) * (BM25_K1 + 1) / (1 + length_norm)
+            for term in document.terms
         )
 
     scores = {message_id: bm25(message_id) for message_id in lexical_ids}

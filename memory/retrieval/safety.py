@@ -83,19 +83,18 @@ def block_reason(text: str) -> str:
     if not text.isascii():
         return scan(text)
     lowered = text.lower()
-    if (any(mark in text for mark in SECRET_MARKS) or any(word in lowered for word in SECRET_WORDS)) and any(
-        p.search(text) for p in SECRET_PATTERNS
-    ):
-        return SECRET
-    if any(word in lowered for word in INJECTION_WORDS) and any(p.search(text) for p in INJECTION_PATTERNS):
-        return INJECTION
-    return ""
+    return scan(
+        text,
+        secrets=any(mark in text for mark in SECRET_MARKS) or any(word in lowered for word in SECRET_WORDS),
+        injections=any(word in lowered for word in INJECTION_WORDS),
+    )
 
 
-def scan(text: str) -> str:
-    """:func:`block_reason` by every pattern, without the shortcut."""
-    if any(p.search(text) for p in SECRET_PATTERNS):
+def scan(text: str, *, secrets: bool = True, injections: bool = True) -> str:
+    """:func:`block_reason` by the patterns themselves: the credential patterns unless ``secrets`` is
+    False, the injection patterns unless ``injections`` is False."""
+    if secrets and any(p.search(text) for p in SECRET_PATTERNS):
         return SECRET
-    if any(p.search(text) for p in INJECTION_PATTERNS):
+    if injections and any(p.search(text) for p in INJECTION_PATTERNS):
         return INJECTION
     return ""

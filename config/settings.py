@@ -242,6 +242,11 @@ ENGRAM_SEMANTIC = os.environ.get("ENGRAM_SEMANTIC", "auto")
 ENGRAM_EMBEDDING_MODEL = os.environ.get("ENGRAM_EMBEDDING_MODEL", "all-MiniLM-L6-v2-onnx-int8")
 ENGRAM_EMBEDDING_THREADS = int(os.environ.get("ENGRAM_EMBEDDING_THREADS", "1"))
 ENGRAM_EMBEDDING_BATCH = int(os.environ.get("ENGRAM_EMBEDDING_BATCH", "64"))
+# Memory recall's source arm (memory/retrieval/sources.py): memories found through the messages they were
+# learned from. Off by default: it runs a history search in every recall, which raised recall quality on
+# LoCoMo (observations recall@10 0.601 -> 0.670) and the whole HTTP turn's median 1.6 times over
+# (docs/quality.md, docs/performance.md).
+ENGRAM_RECALL_SOURCE_ARM = _env_bool("ENGRAM_RECALL_SOURCE_ARM", False)
 # Ask a worker to embed right after each write commits (the periodic drain runs regardless).
 ENGRAM_NOTIFY_INDEXER = _env_bool("ENGRAM_NOTIFY_INDEXER", True)
 # Operator-only trace fields (query text, arms, candidate and dropped ids) are nulled after this many

@@ -30,10 +30,12 @@ from memory.retrieval.ranking import STANDING_ARMS
 WORDS = re.compile(r"[a-z0-9]+")
 NEAR_DUPLICATE_JACCARD = 0.8
 #: A refilled item must match the query nearly as well as the best item does (its fused match at least
-#: this fraction of the best): in hybrid recall, near the top of both relevance arms. Items the cap
-#: left out below that bar were almost never relevant (LoCoMo dev), so adding them would raise the
-#: noise ratio, which spec 001's gates forbid (docs/quality.md).
+#: this fraction of the best). Items the cap left out below that bar were almost never relevant (LoCoMo
+#: dev), so adding them would raise the noise ratio, which spec 001's gates forbid (docs/quality.md).
 REFILL_MATCH_RATIO = 0.8
+#: The bar when the source arm proposed candidates: the fusion then separates relevant items from the
+#: rest more sharply, and a lower bar still lowers the noise ratio (docs/quality.md, "The source arm").
+SOURCE_REFILL_MATCH_RATIO = 0.6
 #: In a question that names whom it is about, an item about someone else is shown only if its fused
 #: match is at least this fraction of the best match. On LoCoMo dev, 96 % of the evidence of a question
 #: naming one speaker was that speaker's; the other speaker's weaker matches were nearly all noise, and
@@ -79,6 +81,7 @@ def collapse(
     asked_subjects: Collection[int] = (),
     focus_subjects: Collection[int] = (),
     room: int = 0,
+    refill_ratio: float = REFILL_MATCH_RATIO,
 ) -> list[Candidate]:
     """``ranked`` is in final order; returns the kept items in the same order.
 
@@ -86,7 +89,7 @@ def collapse(
     person in the conversation, so the cap guards against everyone else).
 
     ``asked_subjects`` are the subjects the question is about and ``room`` the number of items the
-    budget holds: see :func:`refill`.
+    budget holds: see :func:`refill`, which takes items matching at least ``refill_ratio`` of the best.
 
     ``focus_subjects`` are the people a question names (and the requester, if it is in the first
     person); when given, an item about anyone else is left out unless its match reaches
@@ -126,7 +129,7 @@ def collapse(
         restatements.add(key)
         candidate.conflicts = [p for p in candidate.conflicts if p in present]
         kept.append(candidate)
-    bar = REFILL_MATCH_RATIO * best
+    bar = refill_ratio * best
     refilled = refill(capped_out, restatements, asked_subjects=asked_subjects, room=room - len(kept), bar=bar)
     if not refilled:
         return kept

@@ -24,13 +24,19 @@ from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, sql_arms
 from memory.retrieval.candidates import Candidate
-from memory.retrieval.collapse import collapse, mark_near_duplicates
+from memory.retrieval.collapse import (
+    REFILL_MATCH_RATIO,
+    SOURCE_REFILL_MATCH_RATIO,
+    collapse,
+    mark_near_duplicates,
+)
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
 from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import RecallQuery
-from memory.retrieval.ranking import POLICY_VERSION, Scorer, explain, passes_relevance
+from memory.retrieval.ranking import POLICY_VERSION, SOURCE_POLICY_TAG, Scorer, explain, passes_relevance
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
 from memory.retrieval.safety import block_reason
+from memory.retrieval.sources import SourceMessages
 
 #: Beliefs about who the person is and how they like to work: two thirds of a snapshot is theirs.
 DURABLE_TYPES = (BeliefType.USER_MODEL_ATTR, BeliefType.PREFERENCE, BeliefType.RELATIONSHIP)
@@ -118,15 +124,16 @@ def recall(
 ) -> RecallResult:
     """Select, render and trace the memories this perspective may see that are relevant to ``query``.
 
-    ``providers`` None means the configured semantic arm (when pgvector and a live generation exist;
-    otherwise the recall is lexical and its degradation says why); ``()`` means lexical only.
+    ``providers`` None means the configured provider arms (:func:`recall_providers`: the semantic arm
+    when pgvector and a live generation exist, otherwise the degradation says why; and the source arm
+    where ``ENGRAM_RECALL_SOURCE_ARM`` turns it on); ``()`` means the lexical arm alone.
     ``lexical=False`` leaves the lexical arm out (to measure the semantic arm alone); eligibility and
     ranking are unchanged.
     """
     started = time.perf_counter()
     unavailable = ""
     if providers is None:
-        providers, _, unavailable = semantic_providers()
+        providers, unavailable = recall_providers()
     now = timezone.now()
     eligible = EligibleRevisions(
         perspective,
@@ -155,7 +162,11 @@ def recall(
     hits, withheld_unknown = arms.hits, arms.withheld_unknown
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3), **outcome.latency_ms}
     pool = _with_arm_ranks(arms.pool, hits)
-    arms_run = {hit.arm for hit in hits} | {p.name for p in providers}
+    # A relevance arm that ran counts in the fusion's scale even with no hits (nothing matched), but
+    # the source arm only when it proposed something: most memories it cannot rank at all (a memory
+    # with no source message the perspective may see), and its silence says nothing about them.
+    arms_run = {hit.arm for hit in hits} | {p.name for p in providers if p.name != SourceMessages.name}
+    sourced = SourceMessages.name in arms_run
     for candidate in pool.values():
         candidate.conflicts = [p for p in candidate.conflicts if p in pool]
     scorer = Scorer(query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
@@ -179,6 +190,7 @@ def recall(
         asked_subjects=asked_subjects(query),
         focus_subjects=focus_subjects(query) if profile == "task" else (),
         room=budget.max_items,
+        refill_ratio=SOURCE_REFILL_MATCH_RATIO if sourced else REFILL_MATCH_RATIO,
     )
     if reserve_durable:
         selected = _reserve_durable(selected, budget)
@@ -186,7 +198,7 @@ def recall(
     packed = pack(selected, labels, max_items=budget.max_items, max_tokens=budget.max_tokens, screen=block_reason)
     for candidate in packed.items:
         candidate.reason = explain(candidate)
-    policy = POLICY_VERSION + "".join(query.policy_tags)
+    policy = POLICY_VERSION + (SOURCE_POLICY_TAG if sourced else "") + "".join(query.policy_tags)
     historical = query.as_of is not None or query.known_at is not None
     as_of = (query.as_of or now).astimezone(UTC)
     rendered = render_block(
@@ -228,6 +240,15 @@ def recall(
         degradation=degradation,
         corrections=list(corrections),
     )
+
+
+def recall_providers() -> tuple[list[CandidateProvider], str]:
+    """Memory recall's provider arms: the semantic arm over memories, when it runs, and, where
+    ``ENGRAM_RECALL_SOURCE_ARM`` is on, the source arm (history search, with its own semantic arm when
+    that runs); and why the semantic arms do not run."""
+    revision_providers, message_providers, unavailable = semantic_providers()
+    sources = [SourceMessages(message_providers)] if settings.ENGRAM_RECALL_SOURCE_ARM else []
+    return [*revision_providers, *sources], unavailable
 
 
 def asked_subjects(query: RecallQuery) -> tuple[int, ...]:

@@ -3,6 +3,7 @@ their DMs, a public channel in project "atlas", and helpers to remember and to a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,6 +12,7 @@ import pytest
 from accounts.models import Actor, Connector, RuntimeAgent
 from history.models import Conversation
 from memory.models import MemoryRevision
+from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import form_query
 from memory.retrieval.service import RecallResult, recall, task_budget
@@ -56,6 +58,7 @@ class Workspace(Speaks):
         known_at: datetime | None = None,
         max_tokens: int | None = None,
         max_items: int = 12,
+        providers: Sequence[CandidateProvider] | None = None,
     ) -> RecallResult:
         return recall(
             perspective=perspective_for_conversation(conversation, requester_id=requester.pk),
@@ -67,6 +70,7 @@ class Workspace(Speaks):
                 known_at=known_at,
             ),
             budget=task_budget(max_tokens=max_tokens, max_items=max_items),
+            providers=providers,
         )
 
 

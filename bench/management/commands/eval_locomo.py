@@ -16,8 +16,12 @@ then asked from that conversation, requested by speaker A.
   token allowance); each item counts as its observation's source turn, in item order.
 
 Modes: ``lexical`` runs the lexical arm only, ``semantic`` the semantic arm only, ``hybrid`` both (what
-the product does). For the last two the imported text is embedded first, by draining the index
-outbox inside the evaluation's transaction; that time is reported apart. ``--embedding-cache`` reuses
+the product does). For observations, memory recall's source arm (the memories of history search's
+strongest messages) runs where ``ENGRAM_RECALL_SOURCE_ARM`` turns it on, as the product would run it:
+in ``lexical`` mode through history's lexical arm (the product without pgvector), in ``hybrid`` mode
+with history's semantic arm too; ``semantic`` mode leaves it out. For the
+last two modes the imported text is embedded first, by draining the index outbox inside the
+evaluation's transaction; that time is reported apart. ``--embedding-cache`` reuses
 the vectors of earlier runs for texts already embedded (:mod:`bench.embedding_cache`): the outbox, the
 stored vectors and the search run exactly as without it. The ranked turns are scored
 against the question's normalised evidence with :mod:`bench.evaluation`.
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from tqdm import tqdm
@@ -58,11 +63,13 @@ from history.models import Conversation, Message
 from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType
+from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.history_search import MAX_LIMIT, HistoryQuery, search_history
 from memory.retrieval.query import form_query
 from memory.retrieval.render import MAX_ALLOWANCE
 from memory.retrieval.service import Budget, recall
+from memory.retrieval.sources import SourceMessages
 from memory.services import Belief, Provenance, memory_remember
 
 MODES = ("lexical", "semantic", "hybrid")
@@ -256,6 +263,14 @@ def evaluate_conversation(
     requester = by_name.get(conversation.speaker_a)
     perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)
     revision_providers, message_providers, _ = semantic_providers() if mode != "lexical" else ([], [], "")
+    # Memory recall's provider arms as the product runs them: the semantic arm, and the source arm where
+    # ENGRAM_RECALL_SOURCE_ARM turns it on (through history's lexical arm alone in lexical mode, the
+    # product without pgvector; semantic mode measures the semantic arm alone).
+    sources = settings.ENGRAM_RECALL_SOURCE_ARM and mode != "semantic"
+    recall_arms: list[CandidateProvider] = [
+        *revision_providers,
+        *([SourceMessages(message_providers)] if sources else []),
+    ]
     for question in conversation.questions:
         ranked: list[str] = []  # a question without evidence is skipped either way: no need to ask it
         if question.evidence:
@@ -277,7 +292,7 @@ def evaluate_conversation(
                         known_actors=actors,
                     ),
                     budget=Budget(max_items=items, max_tokens=MAX_ALLOWANCE),
-                    providers=revision_providers,
+                    providers=recall_arms,
                     lexical=mode != "semantic",
                 )
                 ranked = [units[item.revision_id] for item in recalled.items if item.revision_id in units]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -30,6 +31,7 @@ from memory.retrieval.history_search.candidates import (
     revalidate,
 )
 from memory.retrieval.history_search.query import (
+    Filters,
     HistoryQuery,
     match_text,
     named_actors,
@@ -84,25 +86,72 @@ def search_history(
         return finish(perspective, query, turn, filters, [], {})
     # Near the ceiling, ask for fewer hits so that hits plus neighbours still fit.
     limit = max(1, min(query.limit, remaining // MESSAGES_PER_HIT))
+    ranked = rank_transcript(
+        perspective=perspective,
+        text=query.text,
+        filters=filters,
+        requester_ids=requester_ids,
+        excluded=excluded,
+        providers=providers,
+        lexical=lexical,
+        limit=limit,
+        turn=turn,
+    )
+    chosen, counts = ranked.chosen, ranked.counts
+    eligible_count = counts.get("eligible", 0) if lexical else ranked.pool_size
+    counts["below_cutoff"] = max(0, eligible_count - len(chosen))
+    counts.pop("eligible", None)
+    hits = hydrate(ranked.eligible, ranked.params, chosen, budget=remaining)
+    degradation = ",".join(d for d in (unavailable, ranked.degradation) if d)
+    return finish(perspective, query, turn, filters, hits, counts, degradation=degradation)
 
+
+@dataclass
+class RankedTranscript:
+    """The strongest messages of one search, best first, before any is hydrated or audited."""
+
+    chosen: list[tuple[float, int, dict[str, float]]]
+    counts: dict[str, int]
+    pool_size: int
+    degradation: str
+    eligible: EligibleMessages
+    params: dict[str, Any]
+
+
+def rank_transcript(
+    *,
+    perspective: Perspective,
+    text: str,
+    filters: Filters,
+    requester_ids: set[int],
+    excluded: set[int],
+    providers: Sequence[MessageCandidateProvider],
+    lexical: bool,
+    limit: int,
+    turn: Turn | None = None,
+) -> RankedTranscript:
+    """History search's candidates and ranking: the eligible transcript's strongest ``limit`` messages
+    for ``text``, within the filters and without the excluded ids, best first. Nothing is hydrated or
+    audited: :func:`search_history` does that for the hits it returns, and memory recall's source arm
+    (:mod:`memory.retrieval.sources`) reads only the order."""
     eligible = EligibleMessages(perspective)
     params = {
         **eligible.params(),
-        "q_text": query.text,
+        "q_text": text,
         "q_excluded": sorted(excluded),
         "q_cap": CANDIDATE_CAP,
         **filters.params,
     }
     structural = filters.sql
-    named = named_actors(perspective, query.text)
-    text = match_text(query.text, named)
+    named = named_actors(perspective, text)
+    matched = match_text(text, named)
     ranks: dict[str, dict[int, int]] = {}
     rows: dict[int, tuple[Any, ...]] = {}
     counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
     # Every admitted row's document as BM25 reads it, read by the statement that admitted the row.
     documents: dict[int, PoolDocument] = {}
     if lexical:
-        scanned = lexical_pool(eligible, structural, {**params, "q_text": text})
+        scanned = lexical_pool(eligible, structural, {**params, "q_text": matched})
         counts, documents = scanned.counts, scanned.documents
         ranks["lexical"] = {}
         for rank, row in enumerate(scanned.ranked, start=1):
@@ -110,14 +159,16 @@ def search_history(
             rows[row[0]] = row
     outcome = run_providers(
         [
-            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, text, CANDIDATE_CAP))
+            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, matched, CANDIDATE_CAP))
             for p in providers
         ],
         cap=CANDIDATE_CAP,
     )
     proposed = {hit.target_id for hit in outcome.hits}
     # Provider ids count only once the same eligibility, exclusions and filters admit them.
-    admitted, admitted_documents = revalidate(eligible, structural, {**params, "q_text": text}, proposed - rows.keys())
+    admitted, admitted_documents = revalidate(
+        eligible, structural, {**params, "q_text": matched}, proposed - rows.keys()
+    )
     for row in admitted:
         rows[row[0]] = row
     documents.update(admitted_documents)
@@ -167,13 +218,15 @@ def search_history(
         conversation_id=perspective.conversation_id,
         now=now,
         neighbours={source: tuple(ids) for source, ids in neighbours.items()},
-        dates=named_dates(query.text, now),
+        dates=named_dates(text, now),
         lengths={message_id: document.length for message_id, document in documents.items()},
     )
     chosen = score_candidates(list(candidates.values()), signals, limit=limit)
-    eligible_count = counts.get("eligible", 0) if lexical else len(candidates)
-    counts["below_cutoff"] = max(0, eligible_count - len(chosen))
-    counts.pop("eligible", None)
-    hits = hydrate(eligible, params, chosen, budget=remaining)
-    degradation = ",".join(d for d in (unavailable, outcome.degradation) if d)
-    return finish(perspective, query, turn, filters, hits, counts, degradation=degradation)
+    return RankedTranscript(
+        chosen=chosen,
+        counts=counts,
+        pool_size=len(candidates),
+        degradation=outcome.degradation,
+        eligible=eligible,
+        params=params,
+    )

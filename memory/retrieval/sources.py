@@ -31,11 +31,13 @@ from memory.retrieval.query import RecallQuery
 #: LoCoMo's development split 40 ranked the same as 20 (docs/quality.md).
 SOURCE_MESSAGES = 20
 
-#: The eligible revisions learned from the given messages, with the message each was learned from.
+#: The eligible revisions learned from the given messages, with the message each was learned from. Each
+#: of the few revisions found is judged by one probe of the eligible set (as the semantic arm judges its
+#: nearest rows), not by a join the planner may build over every revision the agent has.
 _LEARNED_FROM = (
     "SELECT ev.revision_id, ev.message_id FROM memory_memoryevidence ev"
     " WHERE ev.kind = %(src_kind)s AND ev.message_id = ANY(%(src_messages)s::bigint[])"
-    " AND ev.revision_id IN (SELECT el.revision_id FROM ({eligible}) el)"
+    " AND (SELECT TRUE FROM ({eligible}) el WHERE el.revision_id = ev.revision_id LIMIT 1)"
 )
 
 
@@ -50,10 +52,12 @@ class SourceMessages:
         self.message_providers = message_providers
 
     def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
+        if not query.text.strip():
+            return []
         perspective = eligible.perspective
         requester_ids = requester_identities(perspective)
         filters = resolve_filters(perspective, HistoryQuery(text=query.text), requester_ids)
-        if filters is None or not query.text.strip():
+        if filters is None:
             return []
         ranked = rank_transcript(
             perspective=perspective,

@@ -7,7 +7,9 @@ degradation category (``<name>_unavailable``, ``<name>_timeout``), never to unau
 
 Providers that query Engram's own database (``in_database = True``) run in the request's connection,
 so they see its transaction, under a ``statement_timeout`` equal to the remaining deadline; others
-(a remote vector store) run in worker threads and are abandoned at the deadline.
+(a remote vector store) run in worker threads and are abandoned at the deadline. A provider that runs
+providers of its own (memory recall's source arm runs history search, whose semantic arm is one) runs
+them within what is left of its own deadline, never a fresh one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -26,6 +29,14 @@ log = logging.getLogger(__name__)
 
 #: Semantic search deadline shared by every provider of one read.
 PROVIDER_DEADLINE_S = 3.0
+#: The deadline (``time.monotonic()``) of the providers running now in this context, if any: providers
+#: run inside a provider end by it too.
+_enclosing_deadline: ContextVar[float | None] = ContextVar("enclosing_provider_deadline", default=None)
+
+
+class ProviderTimeout(Exception):
+    """Raised by a provider that ran out of its deadline without a statement timing out (for instance
+    one whose own providers did): it degrades as ``<name>_timeout``."""
 
 
 class ArmHit(NamedTuple):
@@ -52,6 +63,8 @@ class ProviderOutcome:
     hits: list[ArmHit]
     degradation: str
     latency_ms: dict[str, float]
+    #: The providers that failed or missed the deadline: they did not run, as far as ranking goes.
+    failed: frozenset[str] = frozenset()
 
 
 def run_providers(
@@ -60,8 +73,12 @@ def run_providers(
     if not calls:
         return ProviderOutcome([], "", {})
     deadline = time.monotonic() + deadline_s
+    enclosing = _enclosing_deadline.get()
+    if enclosing is not None:
+        deadline = min(deadline, enclosing)
     hits: list[ArmHit] = []
     degraded: list[str] = []
+    failed: set[str] = set()
     latency: dict[str, float] = {}
 
     remote = [c for c in calls if not c.in_database]
@@ -87,12 +104,16 @@ def run_providers(
                     )
                     row = cursor.fetchone()
                     previous = row[0] if row else "0"
+                    entered = _enclosing_deadline.set(deadline)
                     try:
                         hits.extend(list(provider.call())[:cap])
                     finally:
+                        _enclosing_deadline.reset(entered)
                         cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
             except Exception as error:  # any provider failure degrades to the SQL arms, by contract
-                degraded.append(f"{provider.name}_{'timeout' if 'statement timeout' in str(error) else 'unavailable'}")
+                timed_out = isinstance(error, ProviderTimeout) or "statement timeout" in str(error)
+                degraded.append(f"{provider.name}_{'timeout' if timed_out else 'unavailable'}")
+                failed.add(provider.name)
                 log.warning("provider %s failed: %s", provider.name, error)
             latency[provider.name] = round((time.perf_counter() - started) * 1000, 3)
         for name, (future, started) in futures.items():
@@ -100,14 +121,16 @@ def run_providers(
                 hits.extend(list(future.result(timeout=max(0.0, deadline - time.monotonic())))[:cap])
             except FutureTimeout:
                 degraded.append(f"{name}_timeout")
+                failed.add(name)
             except Exception as error:  # any provider failure degrades to the SQL arms, by contract
                 degraded.append(f"{name}_unavailable")
+                failed.add(name)
                 log.warning("provider %s failed: %s", name, error)
             latency[name] = round((time.perf_counter() - started) * 1000, 3)
     finally:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-    return ProviderOutcome(hits, ",".join(degraded), latency)
+    return ProviderOutcome(hits, ",".join(degraded), latency, frozenset(failed))
 
 
 def _in_thread(call: Callable[[], Sequence[ArmHit]]) -> Sequence[ArmHit]:

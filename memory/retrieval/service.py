@@ -162,10 +162,14 @@ def recall(
     hits, withheld_unknown = arms.hits, arms.withheld_unknown
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3), **outcome.latency_ms}
     pool = _with_arm_ranks(arms.pool, hits)
-    # A relevance arm that ran counts in the fusion's scale even with no hits (nothing matched), but
-    # the source arm only when it proposed something: most memories it cannot rank at all (a memory
-    # with no source message the perspective may see), and its silence says nothing about them.
-    arms_run = {hit.arm for hit in hits} | {p.name for p in providers if p.name != SourceMessages.name}
+    # The fusion's scale counts the arms with hits, and a provider that ran without any (nothing
+    # matched); not one that failed or missed the deadline (the read degrades to what the others found,
+    # ranked as if it had not been asked), nor the source arm when it proposed nothing: most memories it
+    # cannot rank at all (a memory with no source message the perspective may see), and its silence
+    # says nothing about them. The SQL arms count only where they had hits.
+    arms_run = {hit.arm for hit in hits} | {
+        p.name for p in providers if p.name not in outcome.failed and p.name != SourceMessages.name
+    }
     sourced = SourceMessages.name in arms_run
     for candidate in pool.values():
         candidate.conflicts = [p for p in candidate.conflicts if p in pool]

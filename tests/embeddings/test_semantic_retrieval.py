@@ -129,6 +129,16 @@ def test_an_outage_degrades_to_authorized_lexical_results_with_the_category_reco
     assert time.monotonic() - started < 4.5
     assert revision_ids(result) == [public.pk] and private.pk not in revision_ids(result)
     assert result.degradation == category
+    # Ranked as if the semantic arm had not been asked: the arm that failed is not in the fusion's scale.
+    lexical_only = recall(
+        perspective=perspective_for_conversation(ws.general, requester_id=ws.bob.pk),
+        query=form_query(message="Q3 roadmap review", requester_id=ws.bob.pk),
+        budget=task_budget(),
+        providers=(),
+    )
+    assert [(i.revision_id, i.components["match"]) for i in result.items] == [
+        (i.revision_id, i.components["match"]) for i in lexical_only.items
+    ]
     assert RetrievalEvent.objects.get(trace_id=result.trace_id).degradation == category
 
 

@@ -278,17 +278,21 @@ def test_a_semantic_provider_outage_degrades_to_lexical_results_never_to_unfilte
 
     public = room.say(room.general, room.bob, "The Q3 roadmap review is on Thursday.")
     private = room.say(room.alice_dm, room.alice, "The Q3 roadmap review makes me nervous.")
+    perspective = perspective_for_conversation(room.general, requester_id=room.bob.pk)
+    lexical_only = search_history(perspective=perspective, query=HistoryQuery(text="Q3 roadmap review"), providers=())
     for provider, category in ((Broken(), "semantic_unavailable"), (Hanging(), "semantic_timeout")):
         started = time.monotonic()
         result = search_history(
-            perspective=perspective_for_conversation(room.general, requester_id=room.bob.pk),
-            query=HistoryQuery(text="Q3 roadmap review"),
-            providers=[provider],
+            perspective=perspective, query=HistoryQuery(text="Q3 roadmap review"), providers=[provider]
         )
         assert time.monotonic() - started < 4.5
         assert found(result) == [public.pk] and private.pk not in result.message_ids
         assert result.degradation == category
         assert ConversationSearchEvent.objects.get(pk=result.event_id).degradation == category
+        # Ranked as if the semantic arm had not been asked: the arm that failed is not in the fusion's scale.
+        assert [(h.message.message_id, h.components["match"]) for h in result.hits] == [
+            (h.message.message_id, h.components["match"]) for h in lexical_only.hits
+        ]
 
 
 def test_two_actors_with_the_same_display_name_stay_distinct_through_stable_ids(room: Room) -> None:

@@ -182,7 +182,9 @@ def rank_transcript(
         ranks["lexical"] = {
             message_id: rank for rank, message_id in enumerate(lexical_order(list(ranks["lexical"]), documents), 1)
         }
-    relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers)]
+    # An arm that failed or missed the deadline is not in the fusion's scale: the search degrades to
+    # what the others found, ranked as if it had not been asked.
+    relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers if p.name not in outcome.failed)]
     candidates = {
         message_id: Candidate(
             message_id=message_id,

@@ -1,16 +1,25 @@
 """Memory recall's source arm: eligible memories in the order of the messages they were learned from.
 
 A memory is a short statement distilled from a message, and the message often carries what the
-statement left out: the words of the question, the place, the exchange around it. History search
-ranks the perspective's eligible transcript for the query (lexical and semantic arms, exchange
-context, names and dates); the memories whose source message is among its ``SOURCE_MESSAGES``
-strongest, and matched the query itself, are proposed in that order, a memory taking the rank of its
-best source.
+statement left out: the words of the question, the place, the exchange around it. History search's
+ranking (:func:`rank_transcript`: its lexical and semantic arms, exchange context, names and dates)
+orders the perspective's eligible transcript for the query; the memories learned from its
+``SOURCE_MESSAGES`` strongest messages that matched the query themselves are proposed in that order.
+A memory is learned from the message its first revision names as its source: an amended memory keeps
+that source (its entry's current revision is the one proposed), and one whose amendment names a source
+of its own has that one too, and takes the better rank of the two.
 
-Privacy: history search reads only messages the perspective may see (its own eligibility, filters
-and exclusions), so no message outside the audience shapes the order; the proposal names only
-revisions of the eligible set, and, as for every provider, the arms statement judges each id against
-the eligible set again when it hydrates the candidates, so no ineligible memory can enter.
+Unlike ``search_history``, the ranking excludes nothing the turn already holds and writes no search
+audit: it only orders, and what it proposes is recall's to trace. The message being answered matches
+its own words and takes one of the ``SOURCE_MESSAGES`` places, which lifts a memory only once one has
+been learned from it.
+
+Privacy: history search's ranking reads only messages the perspective may see (``EligibleMessages``),
+so no message outside the audience shapes the order; the proposal names only revisions of the
+eligible set, and, as for every provider, the arms statement judges each id against the eligible set
+again when it hydrates the candidates, so no ineligible memory can enter. A historical recall (``as_of``
+or ``known_at``) is the store as it stood then, and the transcript's ranking has no such bound (it
+would read what was written since), so the arm proposes nothing there.
 """
 
 from __future__ import annotations
@@ -21,23 +30,29 @@ from django.db import connection
 
 from memory.models import EvidenceKind
 from memory.retrieval.eligibility import EligibleRevisions
-from memory.retrieval.history_search.candidates import MessageCandidateProvider
-from memory.retrieval.history_search.query import HistoryQuery, requester_identities, resolve_filters
-from memory.retrieval.history_search.search import rank_transcript
-from memory.retrieval.providers import ArmHit
+from memory.retrieval.history_search import (
+    Filters,
+    MessageCandidateProvider,
+    rank_transcript,
+    requester_identities,
+)
+from memory.retrieval.providers import ArmHit, ProviderTimeout
 from memory.retrieval.query import RecallQuery
 
 #: How many of the transcript's strongest messages propose the memories learned from them. Against
 #: LoCoMo's development split 40 ranked the same as 20 (docs/quality.md).
 SOURCE_MESSAGES = 20
 
-#: The eligible revisions learned from the given messages, with the message each was learned from. Each
-#: of the few revisions found is judged by one probe of the eligible set (as the semantic arm judges its
-#: nearest rows), not by a join the planner may build over every revision the agent has.
+#: The eligible memories learned from the given messages: each entry whose revision names one of them as
+#: its source, through the entry's current revision (an amendment keeps its memory's source), with the
+#: message. Each of the few revisions found is judged by one probe of the eligible set (as the semantic
+#: arm judges its nearest rows), not by a join the planner may build over every revision the agent has.
 _LEARNED_FROM = (
-    "SELECT ev.revision_id, ev.message_id FROM memory_memoryevidence ev"
+    "SELECT e.current_revision_id, ev.message_id FROM memory_memoryevidence ev"
+    " JOIN memory_memoryrevision r ON r.id = ev.revision_id"
+    " JOIN memory_memoryentry e ON e.id = r.entry_id"
     " WHERE ev.kind = %(src_kind)s AND ev.message_id = ANY(%(src_messages)s::bigint[])"
-    " AND (SELECT TRUE FROM ({eligible}) el WHERE el.revision_id = ev.revision_id LIMIT 1)"
+    " AND (SELECT TRUE FROM ({eligible}) el WHERE el.revision_id = e.current_revision_id LIMIT 1)"
 )
 
 
@@ -52,23 +67,25 @@ class SourceMessages:
         self.message_providers = message_providers
 
     def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
-        if not query.text.strip():
+        if not query.text.strip() or eligible.historical:
             return []
         perspective = eligible.perspective
-        requester_ids = requester_identities(perspective)
-        filters = resolve_filters(perspective, HistoryQuery(text=query.text), requester_ids)
-        if filters is None:
-            return []
         ranked = rank_transcript(
             perspective=perspective,
             text=query.text,
-            filters=filters,
-            requester_ids=requester_ids,
+            filters=Filters(),
+            requester_ids=requester_identities(perspective),
             excluded=set(),
             providers=self.message_providers,
             lexical=True,
             limit=SOURCE_MESSAGES,
         )
+        if ranked.degradation:
+            # A semantic arm of history search that failed would leave an order recall's trace could not
+            # explain: the arm fails whole, and recall names it (``source_timeout``, ``source_unavailable``).
+            if "timeout" in ranked.degradation:
+                raise ProviderTimeout(f"history search: {ranked.degradation}")
+            raise RuntimeError(f"history search: {ranked.degradation}")
         # Only messages a relevance arm matched: a line that joined history's pool as a strong match's
         # neighbour, with no match of its own, does not speak for the memories learned from it.
         matched = [message_id for _, message_id, components in ranked.chosen if components["match"] > 0]

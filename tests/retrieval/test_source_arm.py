@@ -3,17 +3,22 @@ only through messages the audience may see, and only when the memory itself is e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
+
+from django.utils import timezone
 
 from accounts.models import Actor
 from history.models import Conversation
 from memory.models import MemoryRevision
-from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
+from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions, perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, search_history
+from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import form_query
 from memory.retrieval.service import recall_providers
 from memory.retrieval.sources import SourceMessages
-from memory.services import Belief, Provenance, entry_forget, memory_remember
+from memory.services import Belief, Provenance, entry_forget, memory_remember, revision_amend
 from tests.factories import public_channel
 from tests.retrieval.conftest import Workspace, revision_ids
 from tests.retrieval.test_eligibility_rules import grant
@@ -37,11 +42,13 @@ def learn(
     ).revision
 
 
-def proposed(ws: Workspace, conversation: Conversation, requester: Actor, text: str) -> list[int]:
+def proposed(
+    ws: Workspace, conversation: Conversation, requester: Actor, text: str, *, known_at: datetime | None = None
+) -> list[int]:
     """What the source arm itself proposes, before the arms statement judges the ids again."""
     perspective = perspective_for_conversation(conversation, requester_id=requester.pk)
     query = form_query(message=text, requester_id=requester.pk, known_actors=[ws.alice, ws.bob, ws.victor])
-    eligible = EligibleRevisions(perspective, named_subject_ids=query.named_subject_ids)
+    eligible = EligibleRevisions(perspective, named_subject_ids=query.named_subject_ids, known_at=known_at)
     return [hit.target_id for hit in SourceMessages(()).candidates(eligible, query, 50)]
 
 
@@ -85,6 +92,7 @@ def test_the_source_arm_proposes_only_memories_the_destination_may_see(ws: Works
 
 def test_a_forgotten_memory_does_not_return_through_its_source(ws: Workspace) -> None:
     gone = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+    assert proposed(ws, ws.general, ws.alice, QUESTION) == [gone.pk]
     entry_forget(agent=ws.agent, entry_id=gone.entry_id)
 
     assert proposed(ws, ws.general, ws.alice, QUESTION) == []
@@ -94,17 +102,60 @@ def test_a_forgotten_memory_does_not_return_through_its_source(ws: Workspace) ->
 def test_a_neighbour_that_matched_nothing_speaks_for_no_memory(ws: Workspace) -> None:
     """History search lifts the lines next to a strong match; the source arm takes only messages that
     matched the question themselves."""
-    learn(ws, ws.general, ws.bob, SAID, LEARNED)
-    reply = learn(ws, ws.general, ws.alice, "Oh no, that is a shame.", "Alice was disappointed.")
+    meets = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+    learn(ws, ws.general, ws.alice, "Oh no, that is a shame.", "Alice was disappointed.")
 
-    assert reply.pk not in proposed(ws, ws.general, ws.victor, QUESTION)
+    assert proposed(ws, ws.general, ws.victor, QUESTION) == [meets.pk]
 
 
-def test_memories_take_the_rank_of_the_best_message_they_were_learned_from(ws: Workspace) -> None:
-    strong = learn(ws, ws.general, ws.bob, "The kiwi offsite moved: kiwi visas, kiwi offsite, moved.", "Plans changed.")
+def test_memories_take_the_rank_of_the_message_they_were_learned_from(ws: Workspace) -> None:
+    """Written weaker first, so that the order is the messages' and not the memories' ids."""
     weak = learn(ws, ws.general, ws.bob, "Someone mentioned the offsite.", "There is an offsite.")
+    strong = learn(ws, ws.general, ws.bob, "The kiwi offsite moved: kiwi visas, kiwi offsite, moved.", "Plans changed.")
 
     assert proposed(ws, ws.general, ws.alice, QUESTION) == [strong.pk, weak.pk]
+
+
+def test_an_amended_memory_keeps_the_message_it_was_learned_from(ws: Workspace) -> None:
+    """ "Was true but changed": the entry's current revision is proposed through the first one's source,
+    and the revision it replaced is not."""
+    first = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+    amended = revision_amend(
+        agent=ws.agent,
+        entry_id=first.entry_id,
+        expected_revision_id=first.pk,
+        provenance=Provenance(),
+        body="The team meets in Porto.",
+    ).revision
+
+    assert proposed(ws, ws.general, ws.alice, QUESTION) == [amended.pk]
+
+
+def test_a_historical_recall_gets_nothing_from_the_source_arm(ws: Workspace) -> None:
+    """The store as it stood at ``known_at``; the transcript's ranking has no such bound."""
+    meets = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+
+    assert proposed(ws, ws.general, ws.alice, QUESTION) == [meets.pk]
+    assert proposed(ws, ws.general, ws.alice, QUESTION, known_at=timezone.now()) == []
+
+
+class UnreachableMessageVectors:
+    """History search's semantic arm, when its vector store cannot be reached."""
+
+    name = "semantic"
+    in_database = False
+
+    def message_candidates(self, eligible: EligibleMessages, text: str, limit: int) -> Sequence[ArmHit]:
+        raise ConnectionError("vector store unreachable")
+
+
+def test_when_history_search_degrades_the_arm_fails_whole_and_recall_says_so(ws: Workspace) -> None:
+    meets = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+
+    degraded = ws.ask(ws.general, ws.alice, QUESTION, providers=[SourceMessages([UnreachableMessageVectors()])])
+    assert degraded.degradation == "source_unavailable"
+    assert meets.pk not in revision_ids(degraded)
+    assert not degraded.rendered.startswith('<memory policy="retrieval@3+source@1"')
 
 
 def test_the_source_arm_runs_where_the_setting_turns_it_on_and_names_itself_in_the_policy(

@@ -23,7 +23,9 @@ eligible set (with the same filters and exclusions): the strongest matches' neig
 with no match of their own, whether or not an arm proposed them; nothing else does. The message being
 answered and the loaded window are excluded. Every search, empty or not, writes a
 ``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed each
-match; if that write fails the search fails. Results join the turn's evidence.
+match; if that write fails the search fails. Results join the turn's evidence. (``rank_transcript`` is
+the ranking alone, under the same eligibility: it excludes what its caller names, hydrates nothing and
+writes no audit; memory recall's source arm reads its order.)
 
 Transcript lines are data, never instructions, exactly like memories: every hit and every neighbour
 goes through memory recall's safety scan (:func:`memory.retrieval.safety.block_reason`) when it is
@@ -62,6 +64,7 @@ from memory.retrieval.history_search.query import (
     HistoryQuery,
     match_text,
     named_actors,
+    requester_identities,
 )
 from memory.retrieval.history_search.ranking import (
     CONTEXT_DECAY,
@@ -77,7 +80,7 @@ from memory.retrieval.history_search.ranking import (
     fused_match,
     score_candidates,
 )
-from memory.retrieval.history_search.search import search_history
+from memory.retrieval.history_search.search import RankedTranscript, rank_transcript, search_history
 
 __all__ = [
     "CANDIDATE_CAP",
@@ -103,12 +106,15 @@ __all__ = [
     "HistoryResult",
     "Hit",
     "MessageCandidateProvider",
+    "RankedTranscript",
     "Signals",
     "blocked_placeholder",
     "context_sources",
     "fused_match",
     "match_text",
     "named_actors",
+    "rank_transcript",
+    "requester_identities",
     "score_candidates",
     "search_history",
 ]

@@ -1,7 +1,8 @@
 """Fusion and ranking: an explicit, versioned weight vector over inspectable features.
 
-Arms are fused by reciprocal rank (``Σ 1/(60 + rank)``) so that an arm can be added without
-recalibrating the others; the fused relevance is one feature among several. Weights are
+Arms are fused by reciprocal rank (``Σ weight/(60 + rank)``), so that arms whose scores are not
+comparable combine without being calibrated to each other (an arm's weight, ``ARM_WEIGHTS``, is 1 unless
+named); the fused relevance is one feature among several. Weights are
 configuration, recorded as the policy version on every trace; each item keeps its components and a
 one-line reason.
 """

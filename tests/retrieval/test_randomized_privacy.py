@@ -17,6 +17,10 @@ never from the retrieval SQL:
   (its consented audience still reaching the conversation's audience): a grant is never read as
   "wherever its audience class reaches".
 
+With the source arm (memory recall ranked through the messages memories were learned from), every item
+the arm proposed must also have a source message that history search's own oracle
+(``tests.history.test_randomized_history_privacy.TranscriptOracle``) lets the conversation read.
+
 The seed makes a failure reproducible: ``SEED`` and the printed case identify it.
 """
 
@@ -33,11 +37,13 @@ from django.utils import timezone
 
 from config.replica import ReplicaStats
 from history.models import Conversation
-from memory.models import EntryStatus, Lifecycle, MemoryRevision, Portability
+from memory.models import EntryStatus, EvidenceKind, Lifecycle, MemoryEvidence, MemoryRevision, Portability
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query
 from memory.retrieval.service import recall, task_budget
+from memory.retrieval.sources import SourceMessages
 from tests.fuzz_world import NOISE_WORDS, AgentWorld, Oracle, analyze, build_world, random_requester
+from tests.history.test_randomized_history_privacy import TranscriptOracle
 
 pytestmark = pytest.mark.django_db
 
@@ -216,3 +222,64 @@ def test_recall_on_a_streaming_replica_never_returns_what_the_oracle_forbids(rou
     # Routed for real: each recall read the replica (none fell back), only its audit the primary.
     assert routed_replica.served == REPLICA_RECALLS, routed_replica
     assert not (routed_replica.lagging or routed_replica.unavailable or routed_replica.failed), routed_replica
+
+
+#: Recalls with the source arm: each runs history search's ranking over the agent's transcript.
+SOURCE_RECALLS = 1_000
+
+
+@pytest.mark.timeout(900)
+def test_the_source_arm_never_lifts_a_memory_by_a_message_the_destination_may_not_see() -> None:
+    """The same world and questions, with the source arm (history search's lexical ranking): every item
+    passes the recall oracle, and every item the arm proposed was learned from a message the history
+    oracle lets this conversation read. A memory shared by a grant, whose source the destination may
+    not read, is returned by its own words only."""
+    rng = random.Random(SEED)
+    worlds = build_world(rng)
+    analyze(("memory_memoryentry", "memory_memoryrevision", "memory_memoryevidence", "history_message"))
+    oracle = RecallOracle.load()
+    transcript = TranscriptOracle.load()
+    sources_of_entry: dict[int, set[int]] = {}
+    for entry_id, message_id in MemoryEvidence.objects.filter(kind=EvidenceKind.SOURCE_MESSAGE).values_list(
+        "revision__entry_id", "message_id"
+    ):
+        sources_of_entry.setdefault(entry_id, set()).add(message_id)
+    everyone = [r for w in worlds for r in w.revisions]
+    leaks: list[str] = []
+    proposed = unreadable_sources = 0
+    for case in range(SOURCE_RECALLS):
+        world = rng.choice(worlds)
+        conversation = rng.choice(world.conversations)
+        requester = random_requester(rng, world, conversation)
+        text = random_query(rng, world, everyone)
+        requester_id = requester.pk if requester else None
+        result = recall(
+            perspective=perspective_for_conversation(conversation, requester_id=requester_id),
+            query=form_query(message=text, requester_id=requester_id, known_actors=world.actors),
+            budget=task_budget(),
+            providers=[SourceMessages(())],
+        )
+        now = timezone.now()
+        for item in result.items:
+            broken, _ = oracle.violations(
+                revision_id=item.revision_id,
+                entry_id=item.entry_id,
+                conversation=conversation,
+                query_text=text,
+                now=now,
+            )
+            readable = [
+                m for m in sources_of_entry.get(item.entry_id, ()) if not transcript.violations(m, conversation.pk)[0]
+            ]
+            if "source" in item.arms:
+                proposed += 1
+                if not readable:
+                    broken.append("proposed through a message this conversation may not read")
+            elif not readable:
+                unreadable_sources += 1
+            if broken:
+                leaks.append(f"case {case}: conversation {conversation.pk} query {text!r}: {item.revision_id} {broken}")
+    print(f"\nsource arm fuzz: {SOURCE_RECALLS} recalls, {proposed} items proposed by the arm, {len(leaks)} leaks")
+    assert not leaks, f"{len(leaks)} leaks, first ones:\n" + "\n".join(leaks[:20])
+    # It could have failed: the arm proposed items, and items were returned whose source may not be read here.
+    assert proposed >= 50 and unreadable_sources > 0, (proposed, unreadable_sources)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import pytest
 from django.utils import timezone
 
 from accounts.models import Actor
@@ -174,3 +175,33 @@ def test_the_source_arm_runs_where_the_setting_turns_it_on_and_names_itself_in_t
     on = ws.ask(ws.general, ws.alice, QUESTION)
     assert meets.pk in revision_ids(on)
     assert on.rendered.startswith('<memory policy="retrieval@3+source@1"')
+
+
+def test_a_silent_source_arm_changes_nothing(ws: Workspace) -> None:
+    """The arm ran and no message matched: the memory found by its own words ranks as without the arm,
+    under the plain policy (the arm's silence says nothing about memories it cannot rank)."""
+    meets = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+    question = "Where does the team meet, Portugal?"
+
+    assert proposed(ws, ws.general, ws.alice, question) == []
+    alone = ws.ask(ws.general, ws.alice, question, providers=())
+    silent = ws.ask(ws.general, ws.alice, question, providers=WITH_SOURCES)
+    assert revision_ids(silent) == revision_ids(alone) == [meets.pk]
+    assert [i.components["match"] for i in silent.items] == [i.components["match"] for i in alone.items]
+    assert silent.rendered.startswith('<memory policy="retrieval@3"')
+    assert not silent.rendered.startswith('<memory policy="retrieval@3+source@1"')
+
+
+def test_the_source_arm_weighs_twice_a_relevance_arm_in_the_fusion(ws: Workspace) -> None:
+    """First through its source against first by its own words: the source arm's first place counts
+    double (``ARM_WEIGHTS``), so the memory its message answers for leads."""
+    through_source = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+    by_own_words = learn(ws, ws.general, ws.bob, "Noted.", "The kiwi offsite happens every spring.")
+
+    found = ws.ask(ws.general, ws.alice, QUESTION, providers=WITH_SOURCES)
+    items = {item.revision_id: item for item in found.items}
+    assert items[through_source.pk].arms == ["source"] and items[by_own_words.pk].arms == ["lexical"]
+    assert items[through_source.pk].components["match"] == pytest.approx(
+        2 * items[by_own_words.pk].components["match"], abs=1e-3
+    )
+    assert revision_ids(found)[:2] == [through_source.pk, by_own_words.pk]

@@ -30,6 +30,7 @@ import random
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 import pytest
@@ -38,9 +39,10 @@ from django.utils import timezone
 from config.replica import ReplicaStats
 from history.models import Conversation
 from memory.models import EntryStatus, EvidenceKind, Lifecycle, MemoryEvidence, MemoryRevision, Portability
+from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query
-from memory.retrieval.service import recall, task_budget
+from memory.retrieval.service import RecallResult, recall, task_budget
 from memory.retrieval.sources import SourceMessages
 from tests.fuzz_world import NOISE_WORDS, AgentWorld, Oracle, analyze, build_world, random_requester
 from tests.history.test_randomized_history_privacy import TranscriptOracle
@@ -135,6 +137,32 @@ def test_recall_never_returns_what_the_oracle_forbids() -> None:
     check_random_recalls(RECALLS)
 
 
+def random_recalls(
+    rng: random.Random,
+    worlds: list[AgentWorld],
+    count: int,
+    *,
+    providers: Sequence[CandidateProvider] | None = None,
+) -> Iterator[tuple[int, Conversation, int | None, str, RecallResult]]:
+    """``count`` recalls, each from a random conversation of a random world by a random requester with a
+    random question: ``(case, conversation, requester id, question, result)``."""
+    everyone = [r for w in worlds for r in w.revisions]
+    budget = task_budget()
+    for case in range(count):
+        world = rng.choice(worlds)
+        conversation = rng.choice(world.conversations)
+        requester = random_requester(rng, world, conversation)
+        text = random_query(rng, world, everyone)
+        requester_id = requester.pk if requester else None
+        result = recall(
+            perspective=perspective_for_conversation(conversation, requester_id=requester_id),
+            query=form_query(message=text, requester_id=requester_id, known_actors=world.actors),
+            budget=budget,
+            providers=providers,
+        )
+        yield case, conversation, requester_id, text, result
+
+
 def check_random_recalls(recalls_wanted: int) -> None:
     rng = random.Random(SEED)
     started = time.perf_counter()
@@ -151,7 +179,6 @@ def check_random_recalls(recalls_wanted: int) -> None:
     )
     built = time.perf_counter() - started
     oracle = RecallOracle.load()
-    everyone = [r for w in worlds for r in w.revisions]
 
     recalls = checked = 0
     leaks: list[str] = []
@@ -159,18 +186,7 @@ def check_random_recalls(recalls_wanted: int) -> None:
     destination_kinds: Counter[str] = Counter()
     paths: Counter[str] = Counter()
     withheld_unknown = 0
-    budget = task_budget()
-    for case in range(recalls_wanted):
-        world = rng.choice(worlds)
-        conversation = rng.choice(world.conversations)
-        requester = random_requester(rng, world, conversation)
-        text = random_query(rng, world, everyone)
-        requester_id = requester.pk if requester else None
-        result = recall(
-            perspective=perspective_for_conversation(conversation, requester_id=requester_id),
-            query=form_query(message=text, requester_id=requester_id, known_actors=world.actors),
-            budget=budget,
-        )
+    for case, conversation, requester_id, text, result in random_recalls(rng, worlds, recalls_wanted):
         now = timezone.now()
         recalls += 1
         destination_kinds[conversation.audience_kind] += 1
@@ -186,7 +202,7 @@ def check_random_recalls(recalls_wanted: int) -> None:
             )
             if broken:
                 leaks.append(
-                    f"case {case}: agent {world.agent.name} conversation {conversation.external_thread_id} "
+                    f"case {case}: agent {conversation.agent.name} conversation {conversation.external_thread_id} "
                     f"({conversation.audience}) requester {requester_id} query {text!r}: "
                     f"revision {item.revision_id} breaks {broken}"
                 )
@@ -244,21 +260,11 @@ def test_the_source_arm_never_lifts_a_memory_by_a_message_the_destination_may_no
         "revision__entry_id", "message_id"
     ):
         sources_of_entry.setdefault(entry_id, set()).add(message_id)
-    everyone = [r for w in worlds for r in w.revisions]
     leaks: list[str] = []
     proposed = unreadable_sources = 0
-    for case in range(SOURCE_RECALLS):
-        world = rng.choice(worlds)
-        conversation = rng.choice(world.conversations)
-        requester = random_requester(rng, world, conversation)
-        text = random_query(rng, world, everyone)
-        requester_id = requester.pk if requester else None
-        result = recall(
-            perspective=perspective_for_conversation(conversation, requester_id=requester_id),
-            query=form_query(message=text, requester_id=requester_id, known_actors=world.actors),
-            budget=task_budget(),
-            providers=[SourceMessages(())],
-        )
+    for case, conversation, _, text, result in random_recalls(
+        rng, worlds, SOURCE_RECALLS, providers=[SourceMessages(())]
+    ):
         now = timezone.now()
         for item in result.items:
             broken, _ = oracle.violations(

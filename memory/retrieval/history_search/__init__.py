@@ -80,7 +80,7 @@ from memory.retrieval.history_search.ranking import (
     fused_match,
     score_candidates,
 )
-from memory.retrieval.history_search.search import RankedTranscript, rank_transcript, search_history
+from memory.retrieval.history_search.search import rank_transcript, search_history
 
 __all__ = [
     "CANDIDATE_CAP",
@@ -106,7 +106,6 @@ __all__ = [
     "HistoryResult",
     "Hit",
     "MessageCandidateProvider",
-    "RankedTranscript",
     "Signals",
     "blocked_placeholder",
     "context_sources",

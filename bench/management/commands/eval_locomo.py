@@ -1,7 +1,7 @@
 """Measure retrieval on a LoCoMo-format file, scored as the LoCoMo paper does.
 
 ``eval_locomo --file PATH [--mode lexical|semantic|hybrid] [--unit turns|observations] [--limit 20]
-[--embedding-cache FILE]``.
+[--embedding-cache FILE] [--record-ranking FILE]``.
 For each conversation in the file, a throwaway workspace (its own tenant, agent and
 ``locomo:<sample_id>`` connector) receives the conversation's turns through the same import the
 ``import_locomo`` command uses: one inbound message per turn, ``external_id`` = ``dia_id``, in a
@@ -23,7 +23,9 @@ with history's semantic arm too; ``semantic`` mode leaves it out. For the
 last two modes the imported text is embedded first, by draining the index outbox inside the
 evaluation's transaction; that time is reported apart. ``--embedding-cache`` reuses
 the vectors of earlier runs for texts already embedded (:mod:`bench.embedding_cache`): the outbox, the
-stored vectors and the search run exactly as without it. The ranked turns are scored
+stored vectors and the search run exactly as without it. ``--record-ranking`` (turns) writes what
+history search's ranking was given for each question, for ``replay_history`` to score again with other
+weights (:mod:`bench.ranking_replay`). The ranked turns are scored
 against the question's normalised evidence with :mod:`bench.evaluation`.
 
 The whole evaluation runs in one transaction that is rolled back at the end: the database is left
@@ -59,6 +61,7 @@ from bench.embedding_cache import cached_embeddings
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
 from bench.locomo import LocomoConversation, load_locomo
 from bench.management.commands.import_locomo import import_conversation
+from bench.ranking_replay import RankingRecorder, recording_rankings
 from history.models import Conversation, Message
 from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
@@ -123,6 +126,12 @@ class Command(BaseCommand):
             help="An .npz file of vectors the model returned before, read and extended (bench/embedding_cache.py): "
             "repeated hybrid or semantic runs skip re-embedding the same texts. Off unless given.",
         )
+        parser.add_argument(
+            "--record-ranking",
+            default=None,
+            help="Write what history search's ranking was given for each question, one JSON line each, "
+            "for replay_history (turns only).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         mode, unit, limit = options["mode"], options["unit"], options["limit"]
@@ -132,6 +141,8 @@ class Command(BaseCommand):
             raise CommandError(f"--unit must be one of {', '.join(UNITS)}")
         if not 1 <= limit <= MAX_LIMIT:
             raise CommandError(f"--limit must lie in [1, {MAX_LIMIT}]")
+        if options["record_ranking"] and unit != "turns":
+            raise CommandError("--record-ranking records history search's ranking: it needs --unit turns")
         if mode != "lexical" and not semantic_enabled():
             raise CommandError(f"--mode {mode} needs the semantic arm (pgvector, ENGRAM_SEMANTIC not 'off')")
         try:
@@ -147,9 +158,11 @@ class Command(BaseCommand):
         timings = Timings()
         total = sum(len(c.questions) for c in parsed.conversations)
         run = uuid.uuid4().hex[:12]
+        recording = recording_rankings(Path(options["record_ranking"])) if options["record_ranking"] else nullcontext()
         # disable=None: the bar shows on a terminal and stays out of redirected output.
         with (
             cached_embeddings(Path(options["embedding_cache"])) if options["embedding_cache"] else nullcontext(),
+            recording as recorder,
             tqdm(
                 total=total, unit="question", desc="eval_locomo", disable=True if options["verbosity"] < 1 else None
             ) as progress,
@@ -166,6 +179,7 @@ class Command(BaseCommand):
                     unit=unit,
                     timings=timings,
                     progress=progress,
+                    recorder=recorder,
                 )
             for part in by_conversation.values():
                 evaluation.absorb(part)
@@ -221,11 +235,13 @@ def evaluate_conversation(
     progress: tqdm[Any] | None = None,
     items: int = OBSERVATION_ITEMS,
     on_ranked: Callable[[int, tuple[str, ...], list[str]], None] | None = None,
+    recorder: RankingRecorder | None = None,
 ) -> None:
     """Import one conversation into a workspace of its own and score each of its questions.
 
     ``items`` is memory recall's item budget (observations); ``on_ranked`` sees each question's
-    category, evidence and ranked units as they are scored (``eval_recall_noise`` counts noise there).
+    category, evidence and ranked units as they are scored (``eval_recall_noise`` counts noise there);
+    ``recorder`` writes each history search's ranking inputs (turns).
     """
     timings = timings if timings is not None else Timings()
     tenant = Tenant.objects.create(slug=workspace, name=f"LoCoMo evaluation {conversation.sample_id}")
@@ -283,6 +299,13 @@ def evaluate_conversation(
                     lexical=mode != "semantic",
                 )
                 ranked = [units[hit.message.message_id] for hit in result.hits]
+                if recorder is not None:
+                    recorder.question(
+                        conversation=conversation.sample_id,
+                        category=question.category,
+                        evidence=question.evidence,
+                        units=units,
+                    )
             else:
                 recalled = recall(
                     perspective=perspective,

@@ -143,6 +143,8 @@ class Command(BaseCommand):
             raise CommandError(f"--limit must lie in [1, {MAX_LIMIT}]")
         if options["record_ranking"] and unit != "turns":
             raise CommandError("--record-ranking records history search's ranking: it needs --unit turns")
+        if options["record_ranking"] and not Path(options["record_ranking"]).resolve().parent.is_dir():
+            raise CommandError(f"--record-ranking: the folder of {options['record_ranking']} does not exist")
         if mode != "lexical" and not semantic_enabled():
             raise CommandError(f"--mode {mode} needs the semantic arm (pgvector, ENGRAM_SEMANTIC not 'off')")
         try:
@@ -241,7 +243,7 @@ def evaluate_conversation(
 
     ``items`` is memory recall's item budget (observations); ``on_ranked`` sees each question's
     category, evidence and ranked units as they are scored (``eval_recall_noise`` counts noise there);
-    ``recorder`` writes each history search's ranking inputs (turns).
+    ``recorder`` records each question with what its history search ranked (turns).
     """
     timings = timings if timings is not None else Timings()
     tenant = Tenant.objects.create(slug=workspace, name=f"LoCoMo evaluation {conversation.sample_id}")
@@ -252,6 +254,14 @@ def evaluate_conversation(
         # No turns: nothing can be found, and every question's evidence normalised to nothing.
         for question in conversation.questions:
             evaluation.add(category=question.category, ranked=[], evidence=question.evidence)
+            if recorder is not None:
+                recorder.question(
+                    conversation=conversation.sample_id,
+                    category=question.category,
+                    evidence=question.evidence,
+                    units={},
+                    ranked=[],
+                )
             if on_ranked is not None:
                 on_ranked(question.category, question.evidence, [])
             if progress is not None:
@@ -299,13 +309,6 @@ def evaluate_conversation(
                     lexical=mode != "semantic",
                 )
                 ranked = [units[hit.message.message_id] for hit in result.hits]
-                if recorder is not None:
-                    recorder.question(
-                        conversation=conversation.sample_id,
-                        category=question.category,
-                        evidence=question.evidence,
-                        units=units,
-                    )
             else:
                 recalled = recall(
                     perspective=perspective,
@@ -321,6 +324,14 @@ def evaluate_conversation(
                 ranked = [units[item.revision_id] for item in recalled.items if item.revision_id in units]
             timings.question_ms.append((time.perf_counter() - started) * 1000)
         evaluation.add(category=question.category, ranked=ranked, evidence=question.evidence)
+        if recorder is not None:
+            recorder.question(
+                conversation=conversation.sample_id,
+                category=question.category,
+                evidence=question.evidence,
+                units=units,
+                ranked=ranked,
+            )
         if on_ranked is not None:
             on_ranked(question.category, question.evidence, ranked)
         if progress is not None:

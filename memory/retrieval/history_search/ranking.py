@@ -226,6 +226,36 @@ def content_share(lengths: Mapping[int, int]) -> dict[int, float]:
     return {message_id: min(1.0, length / average) for message_id, length in lengths.items()}
 
 
+def candidate_features(candidates: Sequence[Candidate], signals: Signals) -> dict[int, tuple[float, ...]]:
+    """Each candidate's features, unweighted and unrounded, in the order of :data:`FEATURES` (what
+    :func:`score_candidates` weighs; ``replay_history`` refits the weights over them)."""
+    match = {c.message_id: c.match for c in candidates}
+    context: dict[int, float] = {}
+    for source, linked in signals.neighbours.items():
+        for message_id, distance in linked:
+            weight = CONTEXT_DECAY ** (distance - 1)
+            context[message_id] = context.get(message_id, 0.0) + weight * match.get(source, 0.0)
+    sitting = sitting_strength(candidates)
+    content = content_share(signals.lengths)
+    now = signals.now
+    return {
+        candidate.message_id: (
+            candidate.match,
+            1.0 if candidate.actor_id is not None and candidate.actor_id in signals.named_ids else 0.0,
+            context.get(candidate.message_id, 0.0),
+            math.exp(-max(0.0, (now - candidate.created_at).total_seconds()) / 86_400 / RECENCY_DAYS),
+            1.0 if candidate.actor_id in signals.requester_ids else 0.0,
+            1.0 if candidate.conversation_id == signals.conversation_id else 0.0,
+            1.0 if candidate.conversation_id in signals.spoke_in else 0.0,
+            1.0 if candidate.message_id in signals.window else 0.0,
+            1.0 if signals.dates and any(date.covers(candidate.created_at) for date in signals.dates) else 0.0,
+            sitting.get(candidate.message_id, 0.0),
+            content.get(candidate.message_id, 0.0),
+        )
+        for candidate in candidates
+    }
+
+
 def score_candidates(
     candidates: Sequence[Candidate],
     signals: Signals,
@@ -253,34 +283,11 @@ def score_candidates(
     """
     weights = WEIGHTS if weights is None else weights
     weight_values = tuple(weights[name] for name in FEATURES)
-    match = {c.message_id: c.match for c in candidates}
-    context: dict[int, float] = {}
-    for source, linked in signals.neighbours.items():
-        for message_id, distance in linked:
-            weight = CONTEXT_DECAY ** (distance - 1)
-            context[message_id] = context.get(message_id, 0.0) + weight * match.get(source, 0.0)
-    sitting = sitting_strength(candidates)
-    content = content_share(signals.lengths)
-    now = signals.now
-    feature_values: dict[int, tuple[float, ...]] = {}
-    scored: list[tuple[float, int]] = []
-    for candidate in candidates:
-        # In the order of ``FEATURES``.
-        values = (
-            candidate.match,
-            1.0 if candidate.actor_id is not None and candidate.actor_id in signals.named_ids else 0.0,
-            context.get(candidate.message_id, 0.0),
-            math.exp(-max(0.0, (now - candidate.created_at).total_seconds()) / 86_400 / RECENCY_DAYS),
-            1.0 if candidate.actor_id in signals.requester_ids else 0.0,
-            1.0 if candidate.conversation_id == signals.conversation_id else 0.0,
-            1.0 if candidate.conversation_id in signals.spoke_in else 0.0,
-            1.0 if candidate.message_id in signals.window else 0.0,
-            1.0 if signals.dates and any(date.covers(candidate.created_at) for date in signals.dates) else 0.0,
-            sitting.get(candidate.message_id, 0.0),
-            content.get(candidate.message_id, 0.0),
-        )
-        feature_values[candidate.message_id] = values
-        scored.append((round(sum(map(operator.mul, weight_values, values)), 6), candidate.message_id))
+    feature_values = candidate_features(candidates, signals)
+    scored = [
+        (round(sum(map(operator.mul, weight_values, values)), 6), message_id)
+        for message_id, values in feature_values.items()
+    ]
     scored.sort(key=lambda item: (-item[0], item[1]))
     # Components are laid out (rounded, by name) only for what is returned: a search keeps its best few.
     return [

@@ -36,7 +36,7 @@ from unittest import mock
 
 import numpy as np
 
-from bench.evaluation import OVERALL_CATEGORIES, Evaluation
+from bench.evaluation import OVERALL_CATEGORIES, Evaluation, recall_at_k
 from memory.retrieval.history_search import search as history_search_module
 from memory.retrieval.history_search.query import NamedDate
 from memory.retrieval.history_search.ranking import (
@@ -162,7 +162,6 @@ class RankingRecorder:
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.recorded = 0
         self._pending: tuple[list[Candidate], Signals, int | None] | None = None
         out.write(json.dumps(header()) + "\n")
 
@@ -197,7 +196,6 @@ class RankingRecorder:
             conversation, category, tuple(evidence), limit, pool_units, candidates, signals, tuple(ranked)
         )
         self.out.write(json.dumps(encode(record)) + "\n")
-        self.recorded += 1
 
 
 @contextmanager
@@ -313,9 +311,8 @@ def recall_at_depth(features: Sequence[QuestionFeatures], weights: Mapping[str, 
             scores = scores + weights[name] * question.values[:, column]
         rounded = np.array([round(float(score), 6) for score in scores])
         order = np.lexsort((question.ids, -rounded))[: question.limit]
-        units = [question.units[i] for i in order if question.units[i] is not None]
-        first = list(dict.fromkeys(units))[:RECALL_DEPTH]
-        total += len(question.evidence.intersection(first)) / len(question.evidence)
+        units = [unit for unit in (question.units[i] for i in order) if unit is not None]
+        total += recall_at_k(units, question.evidence, RECALL_DEPTH)
     return total / len(features)
 
 

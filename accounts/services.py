@@ -13,6 +13,7 @@ from django.utils.text import slugify
 
 from accounts.models import Actor, ApiKey, RuntimeAgent, Tenant
 from config.errors import Conflict, ServiceError
+from config.text import clean_name
 
 API_KEY_PREFIX = "egk"
 
@@ -91,7 +92,9 @@ def api_key_rotate(*, api_key: ApiKey, expires_at: datetime | None = None) -> Is
 
 @transaction.atomic
 def actor_rename(*, actor: Actor, display_name: str) -> Actor:
-    """Change how an actor is rendered. Stored memory text never contains the name, so nothing else changes."""
-    actor.display_name = display_name
+    """Change how an actor is rendered. Stored memory text never contains the name, so nothing else changes.
+    The name is cleaned as ingest cleans it (``config.text.clean_name``); one that cleans to nothing
+    becomes the external id, as a first sighting without a name does."""
+    actor.display_name = clean_name(display_name) or actor.external_id
     actor.save(update_fields=["display_name"])
     return actor

@@ -17,6 +17,7 @@ from accounts.models import Actor, Connector, RuntimeAgent
 from config.errors import NotFound, Unprocessable
 from config.indexer import notify_indexer
 from config.rows import fetch_one, fetch_where
+from config.text import TITLE_LIMIT, clean_name
 from history.audience import DESTINATION_KINDS, Audience, AudienceKind
 from history.models import Conversation, EvidenceMethod, Message, MessageDirection, MessageSourceEvidence
 
@@ -32,7 +33,9 @@ def conversation_upsert(
     title: str = "",
     project: str = "",
 ) -> Conversation:
-    """Create a conversation or bring its audience, title and project up to date."""
+    """Create a conversation or bring its audience, title and project up to date. The title and
+    project are names (``config.text.clean_name``): one normalised line each."""
+    title, project = clean_name(title, limit=TITLE_LIMIT), clean_name(project, limit=TITLE_LIMIT)
     if connector.agent_id != agent.pk:
         raise NotFound("connector not found", code="connector_not_found")
     if audience.kind not in DESTINATION_KINDS:
@@ -217,6 +220,8 @@ def messages_ingest_batch(*, agent: RuntimeAgent, items: list[IngestItem]) -> li
         looked_up.update((connector.pk, external_id) for external_id in unread)
 
     def actor_for(connector: Connector, external_id: str, display_name: str | None) -> Actor:
+        # A display name is a name (config.text.clean_name); one that cleans to nothing is no name.
+        display_name = clean_name(display_name or "")
         key = (connector.pk, external_id)
         actor = actors.get(key)
         if actor is None:

@@ -16,6 +16,7 @@ from datetime import datetime
 from memory.models import Authority, BeliefType, Lifecycle, Portability
 from memory.retrieval.candidates import FEATURE_NAMES, Candidate
 from memory.retrieval.query import RecallQuery
+from memory.retrieval.safety import model_project
 
 POLICY_VERSION = "retrieval@3"
 #: Added to the policy of a recall in which the source arm proposed candidates: its fusion and refill
@@ -200,7 +201,7 @@ def explain(candidate: Candidate) -> str:
     if features["conversation"]:
         parts.append("from this conversation")
     if candidate.carried:
-        parts.append(f"carried from {candidate.origin_scope}")
+        parts.append(f"carried from {model_project(candidate.origin_scope)}")
     if features["penalty"]:
         parts.append("penalised (flagged or near-duplicate)")
     return ", ".join(parts)[:300]

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from memory.models import short_id
 from memory.retrieval.candidates import Candidate
+from memory.retrieval.safety import model_project
 
 AUTHORITY_LABEL = {"user_stated": "user-stated", "affirmed": "affirmed", "inferred": "inferred"}
 #: Fixed per-item overhead the estimate adds for attribution and JSON framing.
@@ -55,9 +56,10 @@ def render_line(item: Candidate, labels: Labels) -> str:
         return f"{ident} [BLOCKED] withheld: {item.blocked}."
     parts = [ident]
     if item.carried:
-        parts.append(f"(learned in {item.origin_scope})")
+        parts.append(f"(learned in {model_project(item.origin_scope)})")
     subject = labels.of(item.subject_id)
-    statement = item.body.replace("\n", " ").strip()
+    # Every line break (\r, \u2028, … as well as \n), so that no statement can start a line of its own.
+    statement = " ".join(item.body.splitlines()).strip()
     parts.append(f"about {subject}: {statement}" if subject else statement)
     authority = AUTHORITY_LABEL.get(item.authority, item.authority)
     source = labels.said_by(item.source_actor_ids, item.subject_id)

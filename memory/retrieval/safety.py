@@ -4,11 +4,18 @@ Each statement is scanned before rendering. An item that looks like a prompt inj
 holds a credential, is replaced by a ``[BLOCKED]`` placeholder that keeps its id (so the user can
 inspect and correct it) and is counted in the trace; its text is never shown. Blocking is per item:
 one bad memory never suppresses the block.
+
+Names pass the same scan (:func:`model_label`): a display name, like a statement, is outside text, and
+every label a model is given (the block's subjects and sources, a recall's items, the authors of
+history hits and their neighbours) is made by that one function.
 """
 
 from __future__ import annotations
 
 import re
+
+from accounts.models import actor_label
+from config.text import NAME_LIMIT, TITLE_LIMIT, clean_name
 
 INJECTION_PATTERNS = [
     re.compile(p, re.IGNORECASE)
@@ -19,6 +26,8 @@ INJECTION_PATTERNS = [
         r"\b(new|updated|real) (system )?instructions?\s*:",
         r"\bsystem prompt\b",
         r"</?\s*(system|assistant|developer|instructions?|memory)\s*>",
+        # The block's own tags, with attributes or left open: text must never open or close the block.
+        r"<\s*/?\s*memory\b",
         r"\b(jailbreak|developer mode|dan mode)\b",
         r"\bact as (an?|the) (unrestricted|unfiltered|different)\b",
         r"\b(reveal|print|output|leak) (your|the) (system prompt|instructions|hidden)\b",
@@ -98,3 +107,43 @@ def scan(text: str, *, secrets: bool = True, injections: bool = True) -> str:
     if injections and any(p.search(text) for p in INJECTION_PATTERNS):
         return INJECTION
     return ""
+
+
+#: What a name's angle brackets become in a label: look-alikes that cannot open or close any markup.
+_BRACKETS = str.maketrans({"<": "\u2039", ">": "\u203a"})
+#: The label of a person neither whose name nor whose external id may be shown.
+WITHHELD_NAME = "(name withheld)"
+
+
+def model_name(text: str, *, limit: int = NAME_LIMIT) -> str:
+    """Outside text that names something (a display name, an external id, a project), as a model may
+    read it: cleaned as ingest cleans names (rows stored before that rule existed are cleaned here),
+    with ``<`` and ``>`` replaced by look-alikes so that no name forms a tag; "" if it fails the
+    safety scan. ``limit`` is the bound ingest applies to that kind of name."""
+    cleaned = clean_name(text, limit=limit)
+    if block_reason(cleaned):
+        return ""
+    return cleaned.translate(_BRACKETS)
+
+
+#: What a project name that fails the scan reads as.
+WITHHELD_PROJECT = "another project"
+
+
+def model_project(origin_scope: str) -> str:
+    """A memory's project (the one it was learned in, named by a connector) as a model may read it:
+    :func:`model_name`, or ``another project`` if it fails the scan ("" for none)."""
+    return model_name(origin_scope, limit=TITLE_LIMIT) or (WITHHELD_PROJECT if origin_scope.strip() else "")
+
+
+def model_label(display_name: str, external_id: str) -> str:
+    """How a person is named to a model, everywhere a model reads a person's name: ``Victor (id U123)``.
+
+    A display name that fails the safety scan (or cleans to nothing) is replaced by the external id
+    alone, ``U123``; the name itself never reaches the model. An external id that fails too gives
+    ``(name withheld)``."""
+    ident = model_name(external_id, limit=TITLE_LIMIT)
+    if not ident:
+        return WITHHELD_NAME
+    name = model_name(display_name)
+    return actor_label(name, ident) if name else ident

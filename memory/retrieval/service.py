@@ -14,7 +14,7 @@ from functools import partial
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.models import Actor, actor_label
+from accounts.models import Actor
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from config.replica import routed_read
@@ -35,7 +35,7 @@ from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
 from memory.retrieval.query import RecallQuery
 from memory.retrieval.ranking import POLICY_VERSION, SOURCE_POLICY_TAG, Scorer, explain, passes_relevance
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
-from memory.retrieval.safety import block_reason
+from memory.retrieval.safety import block_reason, model_label
 from memory.retrieval.sources import SourceMessages
 
 #: Beliefs about who the person is and how they like to work: two thirds of a snapshot is theirs.
@@ -327,7 +327,7 @@ def _labels(items: Sequence[Candidate]) -> Labels:
         # Fixed text: the ORM would spend more than the round trip compiling it for every recall.
         cursor.execute(LABELS_SQL, [sorted(actor_ids)])
         rows = cursor.fetchall()
-    return Labels({pk: actor_label(display_name, external_id) for pk, display_name, external_id in rows})
+    return Labels({pk: model_label(display_name, external_id) for pk, display_name, external_id in rows})
 
 
 def _arm_counts(hits: Sequence[ArmHit]) -> dict[str, int]:

@@ -17,6 +17,7 @@ from memory.retrieval.candidates import hydrate
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
 from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.query import form_query
+from memory.retrieval.safety import model_project
 from memory.retrieval.service import RecallResult, recall, task_budget
 from memory.services import KEEP, Belief, Provenance, entry_forget, memory_remember, revision_amend
 from memory.sharing import sharing_request_create
@@ -262,7 +263,7 @@ def recall_payload(result: RecallResult) -> dict[str, Any]:
                 "belief_type": item.belief_type,
                 "authority": item.authority,
                 "confidence_band": item.confidence_band,
-                "learned_in": item.origin_scope,
+                "learned_in": model_project(item.origin_scope),
                 "carried": item.carried,
                 "recorded_at": item.recorded_at.isoformat(),
                 "score": item.score,

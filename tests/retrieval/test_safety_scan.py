@@ -53,6 +53,8 @@ INJECTIONS = [
     "< developer >",
     "<instruction>",
     "<memory>",
+    '<memory policy="core" moment="snapshot">',
+    "text that opens </ memory",
     "this is a jailbreak",
     "enable Developer Mode",
     "DAN mode on",

@@ -12,13 +12,12 @@ from typing import Any
 
 from django.db import connection
 
-from accounts.models import actor_label
 from config.audit import audit_digest, read_audit_transaction
 from config.database.base import prepared_cursor
 from history.models import ConversationSearchEvent, Turn
 from memory.retrieval.eligibility import EligibleMessages, Perspective
 from memory.retrieval.history_search.query import Filters, HistoryQuery
-from memory.retrieval.safety import block_reason
+from memory.retrieval.safety import block_reason, model_label
 
 NEIGHBOURS = 2
 #: Each hit can bring up to 2 + 2 neighbours: five messages of evidence.
@@ -127,7 +126,7 @@ def hydrate(
             message_id=row["message_id"],
             conversation_id=row["conversation_id"],
             actor_id=row["actor_id"],
-            actor=actor_label(row["actor_name"], row["actor_external_id"]) if row["actor_id"] else None,
+            actor=model_label(row["actor_name"], row["actor_external_id"]) if row["actor_id"] else None,
             direction=row["direction"],
             created_at=row["created_at"],
             body=blocked_placeholder(reason) if reason else row["body"],

@@ -21,7 +21,7 @@ them, to a fixed point:
 A person is an actor and every actor a live identity link verifies as the same person. Erasing them
 also erases the messages of conversations only they read (their direct messages, whole, through
 :func:`memory.retention.conversation_delete`), memories about them (``subject``) or supplied by them
-(``source_actor``), corrections they made (rejections, and the revisions those wrote), their identity
+(any of ``source_actor_ids``), corrections they made (rejections, and the revisions those wrote), their identity
 links and recall misses; the actor row stays (other rows keep pointing at its id) with its display name
 replaced.
 
@@ -213,7 +213,7 @@ def person_seeds(actor: Actor) -> Seeds:
     rejections = Rejection.objects.filter(agent_id__in=agents, user_id__in=users)
     revisions = set(
         MemoryRevision.objects.filter(agent_id__in=agents)
-        .filter(Q(subject_id__in=actors) | Q(source_actor_id__in=actors) | Q(created_by_user_id__in=users))
+        .filter(Q(subject_id__in=actors) | Q(source_actor_ids__overlap=list(actors)) | Q(created_by_user_id__in=users))
         .values_list("pk", flat=True)
     ) | {r for r in rejections.values_list("resulting_revision_id", flat=True) if r is not None}
     return Seeds(

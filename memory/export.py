@@ -5,7 +5,7 @@ A person is an actor and the actors a live identity link verifies as the same pe
 login is (``UserActor``). The document holds:
 
 - ``messages``: what they wrote;
-- ``memories``: every memory about them (``subject``) or learned from them (``source_actor``), or
+- ``memories``: every memory about them (``subject``) or resting on their words (``source_actor_ids``), or
   written by their own corrections, with its revision history;
 - ``rejections``: their corrections, and ``grants``: the sharing grants they approved.
 
@@ -89,7 +89,9 @@ def _export(
         )
         tick(1)
 
-    about = Q(subject_id__in=actor_ids) | Q(source_actor_id__in=actor_ids) | Q(created_by_user_id__in=user_ids)
+    about = (
+        Q(subject_id__in=actor_ids) | Q(source_actor_ids__overlap=list(actor_ids)) | Q(created_by_user_id__in=user_ids)
+    )
     entry_ids = MemoryRevision.objects.filter(agent_id__in=agents).filter(about).values("entry_id")
     revisions = list(
         MemoryRevision.objects.filter(entry_id__in=entry_ids).order_by("entry_id", "number").select_related("entry")
@@ -119,7 +121,7 @@ def _export(
                 "number": revision.number,
                 "body": revision.body,
                 "about_you": revision.subject_id in actor_ids,
-                "from_you": revision.source_actor_id in actor_ids,
+                "from_you": bool(set(revision.source_actor_ids) & set(actor_ids)),
                 "belief_type": revision.belief_type,
                 "portability": revision.portability,
                 "origin_scope": revision.origin_scope,

@@ -90,14 +90,23 @@ def is_rewording(statement: str, rejected: str) -> bool:
 
 
 def is_rejected(*, agent_id: int, body: str, subject_id: int | None) -> bool:
-    """Has an end user rejected this statement about this subject as untrue, or a rewording of it, in
-    this agent's memory? Only the kinds that say the statement is false count (:data:`REPLAYED_KINDS`)."""
+    """Has an end user rejected this statement, or a rewording of it, in this agent's memory, within
+    the rejection's reach? Only the kinds that say the statement is false count (:data:`REPLAYED_KINDS`).
+
+    The reach: a belief about a subject is held back by a rejection of the same statement about the
+    same subject; a belief about nobody in particular by a rejection of the same statement about
+    anyone, because leaving out the subject must not be the way a rejected belief comes back ("Alice
+    lives in Lisbon." rejected about Alice returns neither with her as subject nor with none).
+    """
     rejections = Rejection.objects.filter(agent_id=agent_id, kind__in=REPLAYED_KINDS)
-    if rejections.filter(fingerprint=belief_fingerprint(body, subject_id)).exists():
-        return True
-    same_subject = (
-        rejections.filter(revision__subject_id=subject_id)
-        if subject_id is not None
-        else rejections.filter(revision__subject_id__isnull=True)
+    if subject_id is not None:
+        if rejections.filter(fingerprint=belief_fingerprint(body, subject_id)).exists():
+            return True
+        rejected = rejections.filter(revision__subject_id=subject_id)
+    else:
+        rejected = rejections
+    statement = normalise_statement(body)
+    return any(
+        normalise_statement(text) == statement or is_rewording(body, text)
+        for text in rejected.values_list("revision__body", flat=True)
     )
-    return any(is_rewording(body, rejected) for rejected in same_subject.values_list("revision__body", flat=True))

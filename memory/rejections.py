@@ -37,6 +37,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.models import UserActor
 from config.errors import Conflict, Unprocessable
 from history.models import Conversation, Message
 from memory.fingerprint import revision_fingerprint
@@ -188,7 +189,9 @@ def _correction_provenance(
     if relation == CorrectionRelation.SUBJECT:
         actor_id = revision.subject_id
     elif relation == CorrectionRelation.SOURCE:
-        actor_id = revision.source_actor_id
+        # The corrector's own actor among the source actors (an identity-linked login: the first).
+        mine = set(UserActor.objects.filter(user_id=user.pk).values_list("actor_id", flat=True))
+        actor_id = next((a for a in revision.source_actor_ids if a in mine), revision.source_actor_id)
     return Provenance(
         correction=Correction(user=user, actor_id=actor_id, audience=revision.audience, restates=restates)
     )

@@ -141,13 +141,27 @@ def message_for_viewer(user: Viewer, message_id: int) -> Message:
     return message
 
 
+def source_labels(revisions: Sequence[MemoryRevision]) -> dict[int, str]:
+    """Who said each revision, as shown to people: its source actors' current labels joined ("Bob (id
+    U2) and Alice (id U1)"), leaving out a subject who is its only source (it is their own word)."""
+    actor_ids = {a for r in revisions for a in r.source_actor_ids}
+    labels = {actor.pk: actor.label for actor in Actor.objects.filter(pk__in=actor_ids)} if actor_ids else {}
+    said_by = {}
+    for revision in revisions:
+        names = [labels[a] for a in revision.source_actor_ids if a in labels]
+        if names and list(revision.source_actor_ids) != [revision.subject_id]:
+            said_by[revision.pk] = " and ".join(names)
+    return said_by
+
+
 def correction_relations(user: Viewer, revisions: Sequence[MemoryRevision]) -> dict[int, CorrectionRelation]:
     """Who ``user`` is to each revision when they correct it (``docs/corrections.md``), first match wins:
 
     - **subject**: one of the user's actors (``UserActor``) is the revision's subject, or is joined to
       it by a verified, unrevoked ``IdentityLink`` of the revision's agent (the same person);
-    - **source**: likewise for the revision's source actor, which the write path records from the
-      revision's evidence (the author of its source message, or the person whose correction wrote it);
+    - **source**: likewise for any of the revision's source actors, which the write path records from
+      the revision's evidence (the authors of its source messages, or the person whose correction
+      wrote it): everyone whose words it rests on;
     - **operator**: an active staff user scoped to the tenant of the revision's agent, or a superuser;
     - **bystander**: anyone else. A bystander's correction is filed for review, never applied.
 
@@ -171,7 +185,7 @@ def correction_relations(user: Viewer, revisions: Sequence[MemoryRevision]) -> d
         me = selves[revision.agent_id]
         if revision.subject_id is not None and revision.subject_id in me:
             relations[revision.pk] = CorrectionRelation.SUBJECT
-        elif revision.source_actor_id is not None and revision.source_actor_id in me:
+        elif me.intersection(revision.source_actor_ids):
             relations[revision.pk] = CorrectionRelation.SOURCE
         elif tenants[revision.agent_id] in operated:
             relations[revision.pk] = CorrectionRelation.OPERATOR
@@ -428,6 +442,7 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
         .order_by("trace_id", "position")
     )
     sources = source_messages([i.revision for i in items])
+    said_by = source_labels([i.revision for i in items])
     relations = correction_relations(user, list({i.revision_id: i.revision for i in items}.values()))
     readable = set(
         Message.objects.filter(pk__in=set(sources.values()), conversation__in=readable_conversations(user)).values_list(
@@ -461,9 +476,7 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
                 statement=revision.body,
                 # Labels from the actor rows as they are now: a rename shows, stored text never changes.
                 subject=revision.subject.label if revision.subject is not None else None,
-                source=revision.source_actor.label
-                if revision.source_actor is not None and revision.source_actor_id != revision.subject_id
-                else None,
+                source=said_by.get(revision.pk),
                 recorded_at=revision.recorded_at,
                 valid_from=revision.valid_from,
                 origin_scope=revision.origin_scope,
@@ -746,7 +759,7 @@ def memories_of_agent(agent_id: int, filters: MemoryFilters) -> QuerySet[MemoryE
     if filters.subject_actor_id is not None:
         entries = entries.filter(current_revision__subject_id=filters.subject_actor_id)
     if filters.source_actor_id is not None:
-        entries = entries.filter(current_revision__source_actor_id=filters.source_actor_id)
+        entries = entries.filter(current_revision__source_actor_ids__contains=[filters.source_actor_id])
     if filters.status is not None:
         entries = entries.filter(status=filters.status)
     if filters.portability is not None:

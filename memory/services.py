@@ -28,6 +28,7 @@ from history.models import Conversation, Message, MessageDirection, MessageSourc
 from memory.conflicts import link_conflicts
 from memory.fingerprint import is_rejected
 from memory.models import (
+    PERSON_BELIEF_TYPES,
     Authority,
     BeliefType,
     EntryStatus,
@@ -70,15 +71,45 @@ class Provenance:
     operator: AbstractBaseUser | None = None
     operator_audience: Audience | None = None
     correction: Correction | None = None
+    #: Further messages the belief was learned from, after ``source_message_id``: their authors are
+    #: source actors too. Each must already be among the write's messages (the turn's, see from_turn).
+    also_source_message_ids: Sequence[int] = ()
+
+    @property
+    def source_message_ids(self) -> list[int]:
+        """The messages the belief was learned from, in the order named, without repeats."""
+        first = [self.source_message_id] if self.source_message_id is not None else []
+        return list(dict.fromkeys([*first, *self.also_source_message_ids]))
 
     @classmethod
-    def from_turn(cls, turn: Turn, *, recalled_revision_ids: Iterable[int] = ()) -> Provenance:
-        """Everything a turn has seen: its inbound message, loaded and searched history, recalled memory."""
-        seen = dict.fromkeys([*turn.loaded_message_ids, *turn.evidence_message_ids])
-        seen.pop(turn.inbound_message_id, None)
+    def from_turn(
+        cls,
+        turn: Turn,
+        *,
+        recalled_revision_ids: Iterable[int] = (),
+        source_message_ids: Sequence[int] = (),
+    ) -> Provenance:
+        """Everything a turn has seen: its inbound message, loaded and searched history, recalled memory.
+
+        ``source_message_ids`` are the messages in front of the turn that the belief was learned from
+        (default: the inbound message); any other id is refused with ``unknown_source_message``, so a
+        model can name whose words a belief rests on but never invent a source.
+        """
+        in_front = dict.fromkeys([turn.inbound_message_id, *turn.loaded_message_ids, *turn.evidence_message_ids])
+        named = list(dict.fromkeys(source_message_ids)) or [turn.inbound_message_id]
+        if outside := [m for m in named if m not in in_front]:
+            raise Unprocessable(
+                "a belief is learned from messages in front of this turn: the inbound message, the loaded"
+                " history or this turn's search results",
+                code="unknown_source_message",
+                detail={"message_ids": outside},
+            )
+        for message_id in named:
+            in_front.pop(message_id, None)
         return cls(
-            source_message_id=turn.inbound_message_id,
-            inherited_message_ids=tuple(seen),
+            source_message_id=named[0],
+            also_source_message_ids=tuple(named[1:]),
+            inherited_message_ids=tuple(in_front),
             inherited_revision_ids=tuple(dict.fromkeys(recalled_revision_ids)),
         )
 
@@ -153,6 +184,7 @@ def memory_remember(
     """
     sources = _resolve_sources(agent, provenance)
     _validate_belief(agent, belief)
+    _require_subject(belief)
     _refuse_rejected(agent, belief)
     entry = MemoryEntry.objects.create(agent=agent)
     revision = _write_revision(
@@ -226,6 +258,8 @@ def revision_amend(
     if belief == _belief_of(previous):
         raise Unprocessable("the amendment changes nothing", code="no_change")
     _validate_belief(agent, belief)
+    if (belief.belief_type, belief.subject_id) != (previous.belief_type, previous.subject_id):
+        _require_subject(belief)  # an older subject-less belief stays amendable in its other fields
     if (belief.body.strip(), belief.subject_id) != (previous.body, previous.subject_id):
         _refuse_rejected(agent, belief)  # an amend must not restore a rejected statement either
     sources = [
@@ -361,6 +395,15 @@ def _validate_belief(agent: RuntimeAgent, belief: Belief) -> None:
         raise NotFound("conversation not found", code="conversation_not_found")
 
 
+def _require_subject(belief: Belief) -> None:
+    if belief.belief_type in PERSON_BELIEF_TYPES and belief.subject_id is None:
+        raise Unprocessable(
+            f"a {belief.belief_type} is about a person: name its subject",
+            code="subject_required",
+            detail={"belief_type": belief.belief_type},
+        )
+
+
 def _refuse_rejected(agent: RuntimeAgent, belief: Belief) -> None:
     if is_rejected(agent_id=agent.pk, body=belief.body, subject_id=belief.subject_id):
         raise Unprocessable(
@@ -372,9 +415,8 @@ def _refuse_rejected(agent: RuntimeAgent, belief: Belief) -> None:
 def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any: bool = True) -> list[_Source]:
     """Load every referenced parent in the agent's perspective; any foreign or missing id refuses the write."""
     sources: list[_Source] = []
-    message_ids = list(dict.fromkeys(provenance.inherited_message_ids))
-    if provenance.source_message_id is not None:
-        message_ids = [provenance.source_message_id, *(m for m in message_ids if m != provenance.source_message_id)]
+    source_ids = provenance.source_message_ids
+    message_ids = list(dict.fromkeys([*source_ids, *provenance.inherited_message_ids]))
     messages = {
         m.pk: m
         # With its conversation: a source message's project is the revision's origin scope.
@@ -400,11 +442,7 @@ def _resolve_sources(agent: RuntimeAgent, provenance: Provenance, *, require_any
         audience = message.audience if message.has_evidence else Audience.unknown()
         if message.pk in lineage:
             audience = most_restrictive([audience, *lineage[message.pk]])
-        kind = (
-            EvidenceKind.SOURCE_MESSAGE
-            if message_id == provenance.source_message_id
-            else EvidenceKind.INHERITED_MESSAGE
-        )
+        kind = EvidenceKind.SOURCE_MESSAGE if message_id in source_ids else EvidenceKind.INHERITED_MESSAGE
         sources.append(_Source(kind, audience, message=message))
     for revision_id in revision_ids:
         revision = revisions[revision_id]
@@ -462,20 +500,14 @@ def _write_revision(
     created_by: str,
     previous: MemoryRevision | None,
 ) -> MemoryRevision:
-    source_message = next((s.message for s in sources if s.kind == EvidenceKind.SOURCE_MESSAGE), None)
+    source_messages = [s.message for s in sources if s.kind == EvidenceKind.SOURCE_MESSAGE and s.message is not None]
     origin_scope = belief.origin_scope
     if origin_scope is None:
-        origin_scope = source_message.conversation.project if source_message is not None else ""
+        origin_scope = source_messages[0].conversation.project if source_messages else ""
     audience = most_restrictive(s.audience for s in sources)
     now = timezone.now()
     correction = provenance.correction
-    if source_message is not None:
-        source_actor_id = source_message.actor_id
-    elif correction is not None and correction.restates:
-        # The corrector said this, not whoever stated the belief it replaces (None: an operator).
-        source_actor_id = correction.actor_id
-    else:
-        source_actor_id = previous.source_actor_id if previous is not None else None
+    source_actor_ids = _source_actors(source_messages, correction, previous)
     created_by_user = provenance.operator or (correction.user if correction is not None else None)
     revision = MemoryRevision(
         entry=entry,
@@ -483,7 +515,8 @@ def _write_revision(
         number=number,
         body=belief.body.strip(),
         subject_id=belief.subject_id,
-        source_actor_id=source_actor_id,
+        source_actor_id=source_actor_ids[0] if source_actor_ids else None,
+        source_actor_ids=source_actor_ids,
         belief_type=belief.belief_type,
         portability=belief.portability,
         origin_scope=origin_scope,
@@ -519,6 +552,23 @@ def _write_revision(
         for source in sources
     )
     return revision
+
+
+def _source_actors(
+    source_messages: Sequence[Message], correction: Correction | None, previous: MemoryRevision | None
+) -> list[int]:
+    """Whose words a revision rests on, first-named first: the connector-authenticated authors of its
+    source messages; for a restating correction without messages, the corrector (none: an operator);
+    otherwise the previous revision's. An amendment from a turn keeps the previous source actors after
+    the new ones: their statement is still part of what it says.
+    """
+    authors = [m.actor_id for m in source_messages if m.actor_id is not None]
+    restated = correction is not None and correction.restates
+    if restated and not authors:
+        assert correction is not None
+        return [correction.actor_id] if correction.actor_id is not None else []
+    kept = list(previous.source_actor_ids) if previous is not None and not restated else []
+    return list(dict.fromkeys([*authors, *kept]))
 
 
 def _evidence_operator(kind: str, provenance: Provenance) -> AbstractBaseUser | None:

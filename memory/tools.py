@@ -18,6 +18,7 @@ from rest_framework import serializers
 
 from history.models import Turn
 from memory.apis.verbs import VERBS, VerbIn
+from memory.models import PERSON_BELIEF_TYPES
 from memory.turns import MAX_CALLS_PER_ROUND, MAX_ROUNDS, TOOLS, tools_offered
 
 ToolFormat = Literal["openai", "anthropic"]
@@ -43,10 +44,14 @@ ROUNDS = (
 DESCRIPTIONS: dict[str, str] = {
     "remember": (
         "Store one new memory: a fact, preference, decision or instruction, in natural prose without "
-        "names (say who it is about with subject_actor_id). remember only creates: it never changes, "
-        "replaces or supersedes an existing memory. To correct one, recall it and amend it by id; to "
-        "retire one, forget it. Who said it and who may see it come from the conversation, never from "
-        "arguments."
+        'names. Every fact about a person names whom it is about in subject: "speaker" for the person '
+        "you are answering, or another participant's external_id (the turn lists the participants); a "
+        "preference, user_model_attr or relationship without a subject is refused. Project facts may "
+        "stay subject-less. When the belief comes from someone else's message in front of you (the "
+        "history you were given or a search_history hit), name it in source_message_ids: whoever wrote "
+        "those messages is whose words it rests on. remember only creates: it never changes, replaces or "
+        "supersedes an existing memory. To correct one, recall it and amend it by id; to retire one, "
+        "forget it. Who may see it comes from the conversation, never from arguments."
     ),
     "recall": (
         "Search the memories you may use in this conversation; returns them ranked, with ids. Search "
@@ -59,16 +64,18 @@ DESCRIPTIONS: dict[str, str] = {
     "amend": (
         "Correct an existing memory by its id (from recall or the memory block): writes a new revision "
         "with the fields you give; the earlier revision stays in its history. Give at least one field to "
-        "change. Change subject_actor_id only to re-attribute the memory to someone else."
+        "change. Change the subject (subject or subject_actor_id, as for remember) only to re-attribute "
+        "the memory to someone else."
     ),
     "forget": (
         "Retire a memory by its id from live recall. Its history and any messages already delivered are "
         "kept. An unknown or already-forgotten id changes nothing, and you must not say it was forgotten."
     ),
     "request_memory_sharing": (
-        "Ask the person a private memory came from for permission to share that exact memory into another "
-        "conversation (conversation_id). This only asks: nothing is shared unless that person confirms "
-        "(or an operator approves), so never tell anyone it was shared."
+        "Ask the people a private memory rests on for permission to share that exact memory into another "
+        "conversation (conversation_id): everyone who said it, and the person it is about. This only asks: "
+        "nothing is shared unless every one of them confirms (or an operator approves), so never tell anyone "
+        "it was shared."
     ),
     "search_history": (
         "Search earlier messages of the conversations you may see here, for what was said (wording, "
@@ -116,6 +123,12 @@ def field_schema(field: serializers.Field[Any, Any, Any, Any]) -> dict[str, Any]
         schema = {"type": "string", "pattern": NO_NUL if field.allow_blank else NOT_BLANK}
         if field.max_length is not None:
             schema["maxLength"] = field.max_length
+    elif isinstance(field, serializers.ListField):
+        schema = {"type": "array", "items": field_schema(field.child)}
+        if field.min_length is not None:
+            schema["minItems"] = field.min_length
+        if field.max_length is not None:
+            schema["maxItems"] = field.max_length
     else:  # pragma: no cover - a verb gained a field kind this mapping does not know
         raise TypeError(f"no JSON Schema for {type(field).__name__}")
     if field.allow_null:
@@ -142,6 +155,19 @@ def parameters(serializer_class: type[VerbIn]) -> dict[str, Any]:
     if serializer_class.__name__ == "AmendIn":
         # AmendIn.validate: an amend changes at least one field besides the id.
         schema["minProperties"] = 2
+    if "subject" in fields:
+        # one_subject: the subject is named once, as a reference or as an actor id.
+        schema["not"] = {"required": ["subject", "subject_actor_id"]}
+    if serializer_class.__name__ == "RememberIn":
+        # The round refuses a belief about a person without a subject (subject_required).
+        person = {"belief_type": {"enum": sorted(PERSON_BELIEF_TYPES)}}
+        schema["if"] = {"properties": person, "required": ["belief_type"]}
+        schema["then"] = {
+            "anyOf": [
+                {"required": ["subject"]},
+                {"required": ["subject_actor_id"], "properties": {"subject_actor_id": {"type": "integer"}}},
+            ]
+        }
     return schema
 
 

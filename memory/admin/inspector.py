@@ -13,6 +13,7 @@ from memory.models import (
     MemoryRevision,
     RecallTraceItem,
     Rejection,
+    SharingConsent,
     SharingGrant,
     SharingRequest,
 )
@@ -57,7 +58,8 @@ def entry_inspection(entry: MemoryEntry) -> EntryInspection:
     )
     requests = list(
         SharingRequest.objects.filter(revision__entry=entry)
-        .select_related("revision", "conversation", "confirmer", "decided_by_user")
+        .select_related("revision", "conversation", "decided_by_user")
+        .prefetch_related(Prefetch("consents", queryset=SharingConsent.objects.select_related("actor").order_by("pk")))
         .order_by("-pk")
     )
     operations = list(

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from accounts.admin import AgentFilter, ReadOnlyAdmin
 from config.errors import ServiceError
 from history.admin import audience_text
 from memory.admin.revisions import revision_link
-from memory.models import SharingGrant, SharingRequest, SharingState
+from memory.models import SharingConsent, SharingGrant, SharingRequest, SharingState
 from memory.sharing import grant_revoke, sharing_request_review
 
 
@@ -21,9 +21,9 @@ class SharingRequestAdmin(ReadOnlyAdmin):
     """Operators review pending requests; approving creates a grant through the sharing service."""
 
     change_form_template = "admin/memory/sharingrequest/change_form.html"
-    list_display = ("id", "revision_excerpt", "audience", "conversation", "confirmer", "state", "created_at")
+    list_display = ("id", "revision_excerpt", "audience", "conversation", "consents", "state", "created_at")
     list_filter = (AgentFilter, "state")
-    list_select_related = ("revision", "confirmer", "conversation")
+    list_select_related = ("revision", "conversation")
     search_fields = ("=id", "=revision__entry__id")
     show_full_result_count = False
     readonly_fields = ("audience",)
@@ -77,6 +77,22 @@ class SharingRequestAdmin(ReadOnlyAdmin):
     @admin.display(description="to audience", ordering="audience_kind")
     def audience(self, obj: SharingRequest) -> str:
         return audience_text(obj)
+
+    @admin.display(description="consent of")
+    def consents(self, obj: SharingRequest) -> str:
+        """Each person the request asks, and their answer so far."""
+        return consent_text(obj)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SharingRequest]:
+        consents = SharingConsent.objects.select_related("actor").order_by("pk")
+        return super().get_queryset(request).prefetch_related(Prefetch("consents", queryset=consents))
+
+
+def consent_text(request: SharingRequest) -> str:
+    return "; ".join(
+        f"{consent.actor.label} ({consent.get_role_display().lower()}): {consent.state}"
+        for consent in request.consents.all()
+    )
 
 
 @admin.register(SharingGrant)

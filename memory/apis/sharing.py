@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from config.api import StrictSerializer
 from memory.apis.errors import USER_ERRORS
+from memory.models import ConsentRole, ConsentState, SharingRequest
 from memory.sharing import grant_revoke, requests_for_user, sharing_request_decide_as_source
 
 
@@ -28,12 +29,22 @@ class UserApi(APIView):
         return user
 
 
+class ConsentOut(serializers.Serializer[Any]):
+    actor_id = serializers.IntegerField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the field, not Field.label
+    role = serializers.ChoiceField(choices=ConsentRole.choices, help_text="source: said it; subject: it is about them.")
+    state = serializers.ChoiceField(choices=ConsentState.choices)
+
+
 class SharingRequestOut(serializers.Serializer[Any]):
     request_id = serializers.IntegerField()
     id = serializers.CharField()
     statement = serializers.CharField()
     conversation = serializers.CharField()
     state = serializers.CharField()
+    consents = ConsentOut(
+        many=True, help_text="Everyone whose consent the request needs: it is granted when all have given it."
+    )
 
 
 class DecisionIn(StrictSerializer):
@@ -60,6 +71,10 @@ class MySharingRequestsApi(UserApi):
                 "statement": r.revision.body,
                 "conversation": str(r.conversation),
                 "state": r.state,
+                "consents": [
+                    {"actor_id": c.actor_id, "label": c.actor.label, "role": c.role, "state": c.state}
+                    for c in r.consents.all()
+                ],
             }
             for r in requests_for_user(self.user(request))
         ]
@@ -69,9 +84,11 @@ class MySharingRequestsApi(UserApi):
 class MySharingDecisionApi(UserApi):
     @extend_schema(
         operation_id="me_sharing_requests_decide",
-        summary="Answer a sharing request about something I said",
-        description="Only the person whose statement it is (logged in as that actor) can approve; approval "
-        "creates a revocable grant. Agents cannot call this endpoint.",
+        summary="Answer a sharing request about something I said or that is about me",
+        description="Each person the request asks (everyone whose words the memory rests on, and the person it "
+        "is about), logged in as that actor, gives or refuses their own consent. One refusal denies the request; "
+        "the last consent given creates a revocable grant, and until then the request stays pending. Agents "
+        "cannot call this endpoint.",
         request=DecisionIn,
         responses={200: DecisionOut, **USER_ERRORS},
     )
@@ -80,11 +97,8 @@ class MySharingDecisionApi(UserApi):
         payload.is_valid(raise_exception=True)
         approve = payload.validated_data["approve"]
         grant = sharing_request_decide_as_source(request_id=request_id, user=self.user(request), approve=approve)
-        body = {
-            "request_id": request_id,
-            "state": "approved" if approve else "denied",
-            "grant_id": grant.pk if grant else None,
-        }
+        state = SharingRequest.objects.filter(pk=request_id).values_list("state", flat=True).get()
+        body = {"request_id": request_id, "state": state, "grant_id": grant.pk if grant else None}
         return Response(DecisionOut(body).data)
 
 

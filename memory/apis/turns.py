@@ -23,6 +23,7 @@ from memory.claims import ledger_instruction
 from memory.turns import (
     MAX_CALLS_PER_ROUND,
     MAX_ROUNDS,
+    conversation_participants,
     recall_payload,
     reply_submit,
     round_run,
@@ -31,6 +32,7 @@ from memory.turns import (
     tools_offered,
     turn_ledger,
     turn_of_agent,
+    turn_participants,
     turn_start,
 )
 
@@ -43,6 +45,22 @@ class RecallOut(serializers.Serializer[Any]):
     degradation = serializers.CharField(allow_blank=True)
     items = serializers.ListField(child=serializers.DictField())
     corrections = serializers.ListField(child=serializers.CharField())
+
+
+class ParticipantOut(serializers.Serializer[Any]):
+    actor_id = serializers.IntegerField()
+    external_id = serializers.CharField()
+    display_name = serializers.CharField(help_text="Screened like any outside text; the external id if it failed.")
+    connector = serializers.CharField(help_text="The connector's namespace, e.g. slack:acme.")
+    speaking = serializers.BooleanField(help_text="True for the author of the message being answered.")
+
+
+def participants_field() -> ParticipantOut:
+    return ParticipantOut(
+        many=True,
+        help_text="The conversation's people a memory may be about: name one as a remember or amend call's "
+        'subject ("speaker" or their external_id) or subject_actor_id.',
+    )
 
 
 class SessionIn(StrictSerializer):
@@ -60,6 +78,7 @@ class SessionOut(serializers.Serializer[Any]):
     snapshot_sha256 = serializers.CharField()
     snapshot = RecallOut(allow_null=True, help_text="Present when the session was just opened.")
     snapshot_block = serializers.CharField()
+    participants = participants_field()
 
 
 class TurnIn(StrictSerializer):
@@ -80,6 +99,7 @@ class TurnOut(serializers.Serializer[Any]):
     rounds_used = serializers.IntegerField()
     rounds_left = serializers.IntegerField()
     tools = serializers.ListField(child=serializers.CharField(), help_text="Empty once no round is left.")
+    participants = participants_field()
     recall = RecallOut(required=False)
 
 
@@ -150,6 +170,7 @@ def _turn_body(turn: Turn, recall: Any = None) -> dict[str, Any]:
         "rounds_used": turn.rounds_used,
         "rounds_left": MAX_ROUNDS - turn.rounds_used,
         "tools": tools_offered(turn),
+        "participants": [p.as_dict() for p in turn_participants(turn)],
     }
     if recall is not None:
         body["recall"] = recall_payload(recall)
@@ -180,11 +201,14 @@ class SessionCreateApi(APIView):
             goal=data["goal"],
             parent_session_id=data.get("parent_session_id"),
         )
-        return Response(SessionOut(_session_body(session, snapshot)).data, status=status.HTTP_201_CREATED)
+        body = _session_body(session, snapshot, requester_id=data.get("requester_actor_id"))
+        return Response(SessionOut(body).data, status=status.HTTP_201_CREATED)
 
 
-def _session_body(session: Session, snapshot: Any = None) -> dict[str, Any]:
+def _session_body(session: Session, snapshot: Any = None, *, requester_id: int | None = None) -> dict[str, Any]:
+    participants = conversation_participants(session.conversation, speaker_id=requester_id)
     return {
+        "participants": [p.as_dict() for p in participants],
         "session_id": session.pk,
         "conversation_id": session.conversation_id,
         "kind": session.kind,

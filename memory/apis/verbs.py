@@ -56,6 +56,36 @@ def json_type_errors(fields: dict[str, Any], data: dict[str, Any]) -> dict[str, 
     return errors
 
 
+#: At most this many messages may be named as what one belief was learned from.
+MAX_SOURCE_MESSAGES = 20
+
+
+def subject_field() -> serializers.CharField:
+    return serializers.CharField(
+        max_length=200,
+        required=False,
+        help_text='Whom the belief is about: "speaker" (the author of the message being answered) or a '
+        "participant's external_id, as the turn's start lists them. Required for preference, "
+        "user_model_attr and relationship.",
+    )
+
+
+def subject_actor_id_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="Whom the belief is about, as a participant's actor_id (instead of subject).",
+    )
+
+
+def one_subject(attrs: dict[str, Any]) -> dict[str, Any]:
+    if "subject" in attrs and "subject_actor_id" in attrs:
+        raise serializers.ValidationError({"subject": ["name the subject once: subject or subject_actor_id"]})
+    return attrs
+
+
 class VerbIn(StrictSerializer):
     """One memory verb call; each verb's ``verb`` field selects its schema."""
 
@@ -71,7 +101,17 @@ class RememberIn(VerbIn):
     verb = verb_field("remember")
     body = serializers.CharField(max_length=2_000, help_text="Natural prose; names belong in subject, not here.")
     belief_type = serializers.ChoiceField(choices=BeliefType.choices, default=BeliefType.PROJECT_FACT)
-    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
+    subject = subject_field()
+    subject_actor_id = subject_actor_id_field()
+    source_message_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        required=False,
+        min_length=1,
+        max_length=MAX_SOURCE_MESSAGES,
+        help_text="The messages the belief was learned from, each in front of this turn (the inbound message, "
+        "the loaded history, this turn's search results). Their authors are whose words it rests on. "
+        "Default: the inbound message.",
+    )
     portability = serializers.ChoiceField(choices=Portability.choices, default=Portability.PORTABLE)
     authority = serializers.ChoiceField(
         choices=[Authority.USER_STATED, Authority.INFERRED], default=Authority.USER_STATED
@@ -81,6 +121,9 @@ class RememberIn(VerbIn):
     always_on = serializers.BooleanField(default=False)
     valid_from = serializers.DateTimeField(required=False)
     valid_to = serializers.DateTimeField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return one_subject(attrs)
 
 
 class RecallIn(VerbIn):
@@ -96,7 +139,8 @@ class AmendIn(VerbIn):
     verb = verb_field("amend")
     id = memory_id_field()
     body = serializers.CharField(max_length=2_000, required=False)
-    subject_actor_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
+    subject = subject_field()
+    subject_actor_id = subject_actor_id_field()
     belief_type = serializers.ChoiceField(choices=BeliefType.choices, required=False)
     portability = serializers.ChoiceField(choices=Portability.choices, required=False)
     confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
@@ -108,7 +152,7 @@ class AmendIn(VerbIn):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if set(attrs) <= {"verb", "id"}:
             raise serializers.ValidationError("an amend changes at least one field")
-        return attrs
+        return one_subject(attrs)
 
 
 class ForgetIn(VerbIn):

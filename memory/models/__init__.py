@@ -35,6 +35,7 @@ from memory.models.embeddings import (
 )
 from memory.models.entries import (
     CURRENT_REVISION_IS_OWN,
+    PERSON_BELIEF_TYPES,
     Authority,
     BeliefType,
     DeletedRevision,
@@ -50,15 +51,26 @@ from memory.models.entries import (
 )
 from memory.models.erasure import ErasureEvent, ErasureKind, ErasureState
 from memory.models.feedback import CorrectionRelation, RecallMiss, Rejection, RejectionKind, RevisionConflict
-from memory.models.sharing import GRANT_FROZEN_COLUMNS, SharingGrant, SharingRequest, SharingState
+from memory.models.sharing import (
+    GRANT_FROZEN_COLUMNS,
+    ConsentRole,
+    ConsentState,
+    SharingConsent,
+    SharingGrant,
+    SharingRequest,
+    SharingState,
+)
 from memory.models.traces import MemoryOperation, Operation, RecallMoment, RecallTrace, RecallTraceItem, RetrievalEvent
 
 __all__ = [
     "CURRENT_REVISION_IS_OWN",
     "GRANT_FROZEN_COLUMNS",
     "INDEXED_DIMS",
+    "PERSON_BELIEF_TYPES",
     "Authority",
     "BeliefType",
+    "ConsentRole",
+    "ConsentState",
     "CorrectionRelation",
     "DeletedRevision",
     "EmbeddingGeneration",
@@ -89,6 +101,7 @@ __all__ = [
     "RevisionEmbedding",
     "RevisionOrigin",
     "RevisionSearchDocument",
+    "SharingConsent",
     "SharingGrant",
     "SharingRequest",
     "SharingState",

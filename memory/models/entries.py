@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pgtrigger
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
@@ -41,6 +42,11 @@ class BeliefType(models.TextChoices):
     RESOURCE = "resource", "Resource (endpoint, service, location)"
     STATUS = "status", "Current status or deadline"
     EVENT = "event", "Event"
+
+
+#: Beliefs about a person: each names its subject, resolved among the turn's participants. Only the
+#: other types (project facts, decisions, instructions, ...) may be subject-less.
+PERSON_BELIEF_TYPES = frozenset({BeliefType.PREFERENCE, BeliefType.USER_MODEL_ATTR, BeliefType.RELATIONSHIP})
 
 
 class Portability(models.TextChoices):
@@ -145,7 +151,16 @@ class MemoryRevision(AudienceColumns):
         null=True,
         blank=True,
         related_name="+",
-        help_text="The connector-authenticated person who supplied it; never a model argument.",
+        help_text="The first of its source actors (the inbound message's author by default).",
+    )
+    #: Every connector-authenticated person whose words the revision rests on: the authors of its source
+    #: messages (or the person whose correction wrote it), first-named first; never a model argument.
+    #: Sharing needs each one's consent, and each one may correct it (docs/grants.md, docs/corrections.md).
+    source_actor_ids = ArrayField(
+        models.BigIntegerField(),
+        blank=True,
+        default=list,
+        help_text="Every person whose words it rests on (authors of its source messages); never a model argument.",
     )
     belief_type = models.CharField(max_length=32, choices=BeliefType.choices)
     portability = models.CharField(max_length=16, choices=Portability.choices, default=Portability.PORTABLE)
@@ -191,9 +206,16 @@ class MemoryRevision(AudienceColumns):
                 condition=Q(valid_to__isnull=True) | Q(valid_to__gt=F("valid_from")), name="revision_valid_interval"
             ),
             models.CheckConstraint(condition=~Q(body=""), name="revision_body_not_empty"),
+            # ``source_actor`` is the first source actor, and there is one exactly when there are any.
+            models.CheckConstraint(
+                condition=Q(source_actor__isnull=True, source_actor_ids=[])
+                | Q(source_actor__isnull=False, source_actor_ids__0=F("source_actor")),
+                name="revision_source_actor_is_first",
+            ),
         ]
         indexes = [
             models.Index(fields=["agent", "subject"], name="revision_agent_subject"),
+            GinIndex(fields=["source_actor_ids"], name="revision_source_actors"),
             models.Index(fields=["agent", "always_on"], name="revision_agent_always_on", condition=Q(always_on=True)),
             models.Index(fields=["agent", "id"], name="revision_agent_position"),
             # Recall counts the rows it withholds for unknown provenance on every call: without this the

@@ -22,10 +22,23 @@ class SharingState(models.TextChoices):
     DENIED = "denied", "Denied"
 
 
+class ConsentRole(models.TextChoices):
+    SOURCE = "source", "Said it"
+    SUBJECT = "subject", "It is about them"
+
+
+class ConsentState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    GIVEN = "given", "Given"
+    DENIED = "denied", "Denied"
+
+
 class SharingRequest(AudienceColumns):
     """A proposal to release one revision to one audience (``audience_*``), made from a turn.
 
-    Only the authenticated source actor's confirmation or an operator's review decides it."""
+    Decided by the consent of every person it needs (:class:`SharingConsent`: each source actor, and
+    the subject when the subject is someone else) or by an operator's review; ``confirmer`` is the
+    first of them."""
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
     revision = models.ForeignKey(MemoryRevision, on_delete=models.PROTECT, related_name="sharing_requests")
@@ -46,6 +59,46 @@ class SharingRequest(AudienceColumns):
             audience_shape_constraint("sharing_request", destination_only=True),
             choices_constraint("sharing_state_valid", "state", SharingState),
         ]
+
+
+class SharingConsent(models.Model):
+    """One person's answer to a sharing request: each source actor of the revision, and its subject
+    when the subject is someone else, must give theirs before a grant exists. A decided consent never
+    changes (the database refuses), and one denial denies the request.
+    """
+
+    request = models.ForeignKey(SharingRequest, on_delete=models.CASCADE, related_name="consents")
+    actor = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
+    role = models.CharField(max_length=16, choices=ConsentRole.choices)
+    state = models.CharField(max_length=16, choices=ConsentState.choices, default=ConsentState.PENDING)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["request", "actor"], name="consent_one_per_person"),
+            choices_constraint("consent_role_valid", "role", ConsentRole),
+            choices_constraint("consent_state_valid", "state", ConsentState),
+            models.CheckConstraint(
+                condition=Q(state=ConsentState.PENDING, decided_at__isnull=True) | ~Q(state=ConsentState.PENDING),
+                name="consent_pending_is_undecided",
+            ),
+        ]
+        triggers = [
+            pgtrigger.Protect(
+                name="decided_once",
+                operation=pgtrigger.Update,
+                condition=pgtrigger.Condition(
+                    "OLD.state <> 'pending' OR (OLD.id, OLD.request_id, OLD.actor_id, OLD.role)"
+                    " IS DISTINCT FROM (NEW.id, NEW.request_id, NEW.actor_id, NEW.role)"
+                ),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"consent of actor {self.actor_id} to request {self.request_id}: {self.state}"
 
 
 #: Every column of a grant but ``revoked_at``: none of them may ever change.

@@ -41,6 +41,7 @@ class Candidate:
     body: str
     subject_id: int | None
     source_actor_id: int | None
+    source_actor_ids: list[int]
     belief_type: str
     portability: str
     origin_scope: str
@@ -96,8 +97,9 @@ class Candidate:
 #: from the canonical rows after authorization. Shared by :func:`hydrate` and the arms statement,
 #: which hydrates its own hits.
 HYDRATED_COLUMNS = """
-       el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source_actor_id, el.belief_type,
-       el.portability, el.origin_scope, el.confidence, el.authority, el.salience, el.always_on, el.lifecycle,
+       el.revision_id, el.entry_id, el.number, el.body, el.subject_id, el.source_actor_id, el.source_actor_ids,
+       el.belief_type, el.portability, el.origin_scope, el.confidence, el.authority, el.salience, el.always_on,
+       el.lifecycle,
        el.valid_from, el.valid_to, el.recorded_at, el.restricted_to_conversation_id, el.supersedes_id,
        el.utility, el.last_used_at, el.flagged_for_review, evs.evidence_count, evs.source_message_id,
        (el.restricted_to_conversation_id IS NOT DISTINCT FROM %(el_conversation)s OR evs.in_conversation)

@@ -67,8 +67,8 @@ from history.models import Conversation, Turn
 
 #: Columns every eligible row exposes to the arms (``el.<name>``).
 ELIGIBLE_COLUMNS = (
-    "r.id AS revision_id, r.entry_id, r.number, r.body, r.subject_id, r.source_actor_id, r.belief_type, "
-    "r.portability, r.origin_scope, r.confidence, r.authority, r.salience, r.always_on, r.lifecycle, "
+    "r.id AS revision_id, r.entry_id, r.number, r.body, r.subject_id, r.source_actor_id, r.source_actor_ids, "
+    "r.belief_type, r.portability, r.origin_scope, r.confidence, r.authority, r.salience, r.always_on, r.lifecycle, "
     "r.valid_from, r.valid_to, r.recorded_at, r.restricted_to_conversation_id, r.supersedes_id, "
     "e.utility, e.last_used_at, e.flagged_for_review"
 )

@@ -40,6 +40,14 @@ class Labels:
     def of(self, actor_id: int | None) -> str | None:
         return self.by_actor.get(actor_id) if actor_id is not None else None
 
+    def said_by(self, source_actor_ids: Sequence[int], subject_id: int | None) -> str | None:
+        """Whose words an item rests on ("Bob (id U2) and Alice (id U1)"); None when nobody is known, or
+        when its only source is its subject (their own word needs no attribution)."""
+        if list(source_actor_ids) == [subject_id]:
+            return None
+        names = [name for name in (self.by_actor.get(a) for a in source_actor_ids) if name]
+        return " and ".join(names) or None
+
 
 def render_line(item: Candidate, labels: Labels) -> str:
     ident = f"[{short_id(item.revision_id)}]"
@@ -52,8 +60,8 @@ def render_line(item: Candidate, labels: Labels) -> str:
     statement = item.body.replace("\n", " ").strip()
     parts.append(f"about {subject}: {statement}" if subject else statement)
     authority = AUTHORITY_LABEL.get(item.authority, item.authority)
-    source = labels.of(item.source_actor_id)
-    if source and item.source_actor_id != item.subject_id:
+    source = labels.said_by(item.source_actor_ids, item.subject_id)
+    if source:
         authority = f"{authority} by {source}"
     parts.append(f"({authority}, {item.band})")
     if item.conflicts:

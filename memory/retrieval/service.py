@@ -74,6 +74,8 @@ class RecalledItem:
     subject: str | None
     source_actor_id: int | None
     source: str | None
+    #: Every person whose words it rests on (actor id, label), first-named first.
+    sources: list[tuple[int, str]]
     belief_type: str
     authority: str
     confidence_band: str
@@ -320,7 +322,7 @@ LABELS_SQL = f"SELECT id, display_name, external_id FROM {Actor._meta.db_table} 
 
 
 def _labels(items: Sequence[Candidate]) -> Labels:
-    actor_ids = {i for c in items for i in (c.subject_id, c.source_actor_id) if i is not None}
+    actor_ids = {i for c in items for i in (c.subject_id, *c.source_actor_ids) if i is not None}
     with prepared_cursor() as cursor:
         # Fixed text: the ORM would spend more than the round trip compiling it for every recall.
         cursor.execute(LABELS_SQL, [sorted(actor_ids)])
@@ -346,6 +348,7 @@ def _recalled_item(candidate: Candidate, labels: Labels) -> RecalledItem:
         subject=labels.of(candidate.subject_id),
         source_actor_id=candidate.source_actor_id,
         source=labels.of(candidate.source_actor_id),
+        sources=[(actor_id, labels.of(actor_id) or "") for actor_id in candidate.source_actor_ids],
         belief_type=candidate.belief_type,
         authority=candidate.authority,
         confidence_band=candidate.band,

@@ -103,7 +103,7 @@ def record(
             blocked_reason=item.blocked,
             conflicts=item.conflicts,
             subject_label=labels.of(item.subject_id) or "",
-            source_label=(labels.of(item.source_actor_id) or "") if item.source_actor_id != item.subject_id else "",
+            source_label=labels.said_by(item.source_actor_ids, item.subject_id) or "",
         )
         for position, item in enumerate(items)
     ]
@@ -222,6 +222,7 @@ def rerender(trace: RecallTrace) -> str:
                 body=revision.body,
                 subject_id=subject_key if item.subject_label else None,
                 source_actor_id=source_key if item.source_label else None,
+                source_actor_ids=[source_key] if item.source_label else [],
                 belief_type=revision.belief_type,
                 portability=revision.portability,
                 origin_scope=revision.origin_scope,

@@ -13,7 +13,9 @@ from config.database.base import prepared_cursor
 from config.errors import Conflict, ServiceError, Unprocessable
 from config.read_workers import read_workers
 from history.models import Turn, TurnState
+from memory.models import PERSON_BELIEF_TYPES
 from memory.retrieval.eligibility import perspective_for_turn
+from memory.turns.participants import turn_participants
 from memory.turns.sessions import MAX_ROUNDS, tools_offered
 from memory.turns.verbs import HANDLERS, CallResult, RoundContext, VerbCall
 
@@ -38,6 +40,7 @@ def round_run(*, turn: Turn, calls: Sequence[VerbCall]) -> RoundResult:
         raise Unprocessable("a round has at least one call", code="empty_round")
     if len(calls) > MAX_CALLS_PER_ROUND:
         raise Unprocessable(f"at most {MAX_CALLS_PER_ROUND} calls per round", code="too_many_calls")
+    _require_subjects(turn, calls)
     with prepared_cursor() as cursor:
         cursor.execute(
             "UPDATE history_turn SET rounds_used = rounds_used + 1"
@@ -57,6 +60,28 @@ def round_run(*, turn: Turn, calls: Sequence[VerbCall]) -> RoundResult:
     # the turn, and the next round is refused then.
     tools = tools_offered(turn)
     return RoundResult(round=number, results=results, tools=tools, final=not tools)
+
+
+def _require_subjects(turn: Turn, calls: Sequence[VerbCall]) -> None:
+    """A belief about a person names whom it is about: refuse the whole round, before it is counted,
+    when a ``remember`` of a person-typed belief names no subject, and tell the model who may be named."""
+    unattributed = [
+        index
+        for index, call in enumerate(calls)
+        if call.verb == "remember"
+        and call.args.get("belief_type") in PERSON_BELIEF_TYPES
+        and call.args.get("subject") is None
+        and call.args.get("subject_actor_id") is None
+    ]
+    if unattributed:
+        people = turn_participants(turn)
+        raise ServiceError(
+            "a preference, user_model_attr or relationship is about a person: name its subject"
+            ' ("speaker" for the person talking, or a participant\'s external_id or actor id): '
+            + ", ".join(f"{p.display_name} (external_id {p.external_id}, actor {p.actor_id})" for p in people[:20]),
+            code="subject_required",
+            detail={"calls": unattributed, "participants": [p.as_dict() for p in people]},
+        )
 
 
 def _run_calls(context: RoundContext, calls: Sequence[VerbCall]) -> list[CallResult]:

@@ -5,7 +5,7 @@ the payloads it answers with.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from memory.retrieval.query import form_query
 from memory.retrieval.service import RecallResult, recall, task_budget
 from memory.services import KEEP, Belief, Provenance, entry_forget, memory_remember, revision_amend
 from memory.sharing import sharing_request_create
+from memory.turns.participants import resolve_subject
 from memory.turns.sessions import recalled_revision_ids
 
 
@@ -48,17 +49,21 @@ class RoundContext:
     perspective: Perspective
 
 
-def _provenance(turn: Turn) -> Provenance:
+def _provenance(turn: Turn, source_message_ids: Sequence[int] = ()) -> Provenance:
     turn.refresh_from_db(fields=["evidence_message_ids", "loaded_message_ids"])
-    return Provenance.from_turn(turn, recalled_revision_ids=recalled_revision_ids(turn))
+    return Provenance.from_turn(
+        turn, recalled_revision_ids=recalled_revision_ids(turn), source_message_ids=source_message_ids
+    )
 
 
 def _remember(context: RoundContext, args: dict[str, Any]) -> CallResult:
     turn, round_number = context.turn, context.number
+    # Read the turn's evidence first: a subject may be the author of a message this turn searched.
+    provenance = _provenance(turn, args.get("source_message_ids", ()))
     belief = Belief(
         body=args["body"],
         belief_type=args.get("belief_type", "project_fact"),
-        subject_id=args.get("subject_actor_id"),
+        subject_id=resolve_subject(turn, reference=args.get("subject"), actor_id=args.get("subject_actor_id")),
         portability=args.get("portability", "portable"),
         confidence=args.get("confidence", 0.8),
         authority=args.get("authority", "user_stated"),
@@ -69,7 +74,7 @@ def _remember(context: RoundContext, args: dict[str, Any]) -> CallResult:
         valid_to=args.get("valid_to"),
     )
     written = memory_remember(
-        agent=turn.agent, belief=belief, provenance=_provenance(turn), turn=turn, round_number=round_number
+        agent=turn.agent, belief=belief, provenance=provenance, turn=turn, round_number=round_number
     )
     return CallResult("remember", "ok", result=_written(written.entry.pk, written.revision))
 
@@ -109,13 +114,19 @@ def _amend(context: RoundContext, args: dict[str, Any]) -> CallResult:
         for name in ("belief_type", "portability", "confidence", "salience", "always_on", "valid_from", "valid_to")
         if name in args
     }
+    provenance = _provenance(turn)
+    subject_id: int | None = KEEP
+    if args.get("subject") is not None or args.get("subject_actor_id") is not None:
+        subject_id = resolve_subject(turn, reference=args.get("subject"), actor_id=args.get("subject_actor_id"))
+    elif "subject_actor_id" in args:
+        subject_id = None  # an explicit null: the subject is not resolved after all
     written = revision_amend(
         agent=turn.agent,
         entry_id=entry.pk,
         expected_revision_id=revision_id,
-        provenance=_provenance(turn),
+        provenance=provenance,
         body=args.get("body"),
-        subject_id=args.get("subject_actor_id", KEEP),
+        subject_id=subject_id,
         changes=changes,
         turn=turn,
         round_number=round_number,
@@ -149,7 +160,12 @@ def _request_sharing(context: RoundContext, args: dict[str, Any]) -> CallResult:
             "request_id": request.pk,
             "id": short_id(revision.pk),
             "state": request.state,
-            "note": "Nothing is shared until the person who said it confirms.",
+            "note": "Nothing is shared until everyone it rests on confirms: each person who said it,"
+            " and the person it is about.",
+            "consents": [
+                {"actor_id": consent.actor_id, "role": consent.role, "state": consent.state}
+                for consent in request.consents.order_by("pk")
+            ],
         },
     )
 
@@ -242,6 +258,7 @@ def recall_payload(result: RecallResult) -> dict[str, Any]:
                 "statement": item.statement,
                 "subject": {"actor_id": item.subject_id, "label": item.subject} if item.subject_id else None,
                 "source": {"actor_id": item.source_actor_id, "label": item.source} if item.source_actor_id else None,
+                "sources": [{"actor_id": actor_id, "label": label} for actor_id, label in item.sources],
                 "belief_type": item.belief_type,
                 "authority": item.authority,
                 "confidence_band": item.confidence_band,

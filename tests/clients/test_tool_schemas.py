@@ -118,6 +118,9 @@ def _typed(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return text.filter(lambda value: len(value) <= schema.get("maxLength", 10**6))
     if kind == "object":
         return _object(schema)
+    if kind == "array":
+        items = from_schema(schema["items"])
+        return st.lists(items, min_size=schema.get("minItems", 0), max_size=schema.get("maxItems"))
     raise AssertionError(f"no strategy for {schema}")
 
 
@@ -140,6 +143,7 @@ WRONG_TYPES: dict[str, list[Any]] = {
     "integer": ["5", 5.5, True, [5]],
     "number": ["0.5", True, [0.5]],
     "boolean": ["true", 1, 0, "yes"],
+    "array": [5, "5", True, {"x": 1}],
 }
 
 

@@ -20,6 +20,7 @@ def candidate(revision_id: int, body: str, subject_id: int | None = 1) -> Candid
         body=body,
         subject_id=subject_id,
         source_actor_id=None,
+        source_actor_ids=[],
         belief_type="preference",
         portability="portable",
         origin_scope="",

@@ -6,7 +6,7 @@ the rejected thing again and must be held; a different belief about the same sub
 another predicate, the correction itself, a negation) must pass. The rule
 (:func:`memory.fingerprint.is_rewording`, content-word Jaccard ≥ ``REWORDING_JACCARD`` with the same
 polarity) must keep its precision and recall on them. Then, through the write services: only the
-kinds that say the statement is false block, only for the same subject.
+kinds that say the statement is false block: for the same subject, and for a statement about nobody.
 """
 
 from __future__ import annotations
@@ -136,4 +136,21 @@ def test_the_same_words_about_another_subject_pass(ws: Workspace) -> None:
     rejected = ws.remember("Drinks green tea every morning.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice)
     reject(ws, rejected, RejectionKind.NOT_TRUE)
     ws.remember("Every morning he drinks green tea!", said_in=ws.alice_dm, by=ws.alice, about=ws.bob)
-    ws.remember("Drinks green tea each morning.", said_in=ws.alice_dm, by=ws.alice)  # no subject
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", REPLAYED_KINDS)
+@pytest.mark.parametrize(
+    "restated", ["Alice lives in Lisbon.", "alice lives in lisbon", "Alice is living in Lisbon!"], ids=str
+)
+def test_leaving_out_the_subject_does_not_bring_a_rejected_belief_back(ws: Workspace, kind: str, restated: str) -> None:
+    """A belief rejected about Alice is refused when restated, or reworded, about nobody: dropping the
+    subject is not a way around the rejection."""
+    rejected = ws.remember("Alice lives in Lisbon.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice)
+    reject(ws, rejected, kind)
+    with pytest.raises(Unprocessable) as refused:
+        ws.remember(restated, said_in=ws.alice_dm, by=ws.alice, belief_type="project_fact")
+    assert refused.value.code == "rejected_belief"
+    assert MemoryRevision.objects.filter(body=restated).exclude(pk=rejected.pk).count() == 0
+    # A different statement about nobody in particular is stored.
+    ws.remember("The Lisbon office opens in May.", said_in=ws.alice_dm, by=ws.alice, belief_type="project_fact")

@@ -10,7 +10,10 @@ from engram_client import (
     ClaimGuardFailed,
     Engram,
     NotFoundError,
+    Participant,
     ProtocolError,
+    RecallItem,
+    Remember,
     ReplyWithheld,
     RoundLimitReached,
     TurnClosed,
@@ -29,15 +32,25 @@ def _dm_turn_start(workspace: Workspace, engram: Engram, text: str) -> tuple[int
 
 
 def test_a_whole_turn_through_the_helper_remembers_cites_and_delivers(workspace: Workspace, engram: Engram) -> None:
-    """ingest → session → turn → rounds → ledger → reply, all typed; the reply's provenance is stored."""
-    session_id, inbound = _dm_turn_start(workspace, engram, "I moved to Lisbon last month.")
-    with engram.turn(session_id, inbound) as turn:
+    """ingest → session → turn → rounds → ledger → reply, all typed; the reply's provenance is stored.
+    The session and the turn name Alice as the one speaking; a memory about her names her as its
+    subject ("speaker"), and recall gives her as its source."""
+    inbound = engram.ingest([workspace.message("D-ALICE", "U2", "I moved to Lisbon last month.")])[0]
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    alice = Participant(inbound.actor_id, "U2", "Alice", "slack:acme", True)
+    assert session.participants == [alice] and session.requester == alice
+    with engram.turn(session, inbound.message_id) as turn:
         assert turn.rounds_left == 3 and turn.recall is not None
-        first = turn.round([{"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr"}])
+        assert turn.participants == [alice] and turn.speaker == alice
+        assert engram.get_turn(turn.turn_id).participants == [alice]
+        lisbon: Remember = {"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr"}
+        first = turn.round([{**lisbon, "subject": "speaker"}])
         assert first.results[0].ok and first.round == 1
         memory_id = first.results[0].result["id"]
         recalled = turn.round([{"verb": "recall", "query": "Lisbon"}])
-        assert memory_id in [item["id"] for item in recalled.results[0].result["items"]]
+        (item,) = [RecallItem.from_json(i) for i in recalled.results[0].result["items"] if i["id"] == memory_id]
+        assert item.subject is not None and item.subject.actor_id == inbound.actor_id
+        assert [s.actor_id for s in item.sources] == [inbound.actor_id] and item.source == item.sources[0]
         ledger = turn.ledger()
         assert [op.operation for op in ledger.operations] == ["remember"] and ledger.role == "developer"
         assert memory_id in ledger.instruction
@@ -51,7 +64,7 @@ def test_the_helper_refuses_a_reply_before_the_ledger_is_read(workspace: Workspa
     """After a round, reply() raises ProtocolError and sends nothing until ledger() was read."""
     session_id, inbound = _dm_turn_start(workspace, engram, "Remember I like tea.")
     with engram.turn(session_id, inbound) as turn:
-        turn.round([{"verb": "remember", "body": "Likes tea.", "belief_type": "preference"}])
+        turn.round([{"verb": "remember", "body": "Likes tea.", "belief_type": "preference", "subject": "speaker"}])
         with pytest.raises(ProtocolError) as refused:
             turn.reply("Done.")
         assert refused.value.code == "ledger_not_read"
@@ -102,7 +115,8 @@ def test_a_withheld_reply_raises_reply_withheld(workspace: Workspace, engram: En
     inbound = engram.ingest([workspace.message("D-ALICE", "U2", "My salary is 90k.")])[0]
     session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
     with engram.turn(session, inbound.message_id) as turn:
-        turn.round([{"verb": "remember", "body": "Earns 90k a year.", "belief_type": "user_model_attr"}])
+        salary = {"body": "Earns 90k a year.", "belief_type": "user_model_attr", "subject": "speaker"}
+        turn.round([{"verb": "remember", **salary}])
         turn.ledger()
         # The connector reports the thread has become public: the memory may no longer be disclosed there.
         engram.ingest([workspace.message("D-ALICE", "U2", "Adding everyone here.", audience={"kind": "public"})])
@@ -129,7 +143,17 @@ def test_failures_raise_one_class_each_with_the_apis_code(workspace: Workspace, 
     with pytest.raises(ValidationError) as bad_round:
         engram.run_round(turn.turn_id, [{"verb": "remember", "body": "x"}, {"verb": "remember", "entry_id": 1}])
     assert bad_round.value.code == "invalid_request" and "1" in bad_round.value.detail["calls"]
-    assert MemoryEntry.objects.count() == before
+    with pytest.raises(ValidationError) as unattributed:
+        engram.run_round(turn.turn_id, [{"verb": "remember", "body": "Likes tea.", "belief_type": "preference"}])
+    assert unattributed.value.status == 400 and unattributed.value.code == "subject_required"
+    assert "U2" in str(unattributed.value.detail)  # the refusal names whom the memory may be about
+    both = {"subject": "speaker", "subject_actor_id": Message.objects.get(pk=inbound).actor_id}
+    with pytest.raises(ValidationError) as twice:
+        engram.run_round(
+            turn.turn_id, [{"verb": "remember", "body": "Likes tea.", "belief_type": "preference", **both}]
+        )
+    assert twice.value.status == 400
+    assert MemoryEntry.objects.count() == before and engram.get_turn(turn.turn_id).rounds_used == 0
 
 
 def test_ingest_batches_large_inputs(workspace: Workspace, engram: Engram) -> None:
@@ -148,9 +172,9 @@ def test_the_async_client_runs_the_same_turn(workspace: Workspace) -> None:
             inbound = (await engram.ingest([workspace.message("D-ALICE", "U2", "I drink green tea.")]))[0]
             session = await engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
             async with engram.turn(session, inbound.message_id) as turn:
-                done = await turn.round(
-                    [{"verb": "remember", "body": "Drinks green tea.", "belief_type": "preference"}]
-                )
+                assert turn.speaker is not None and turn.speaker.external_id == "U2"
+                tea = {"body": "Drinks green tea.", "belief_type": "preference", "subject": turn.speaker.external_id}
+                done = await turn.round([{"verb": "remember", **tea}])
                 with pytest.raises(ProtocolError):
                     await turn.reply("ok")
                 await turn.ledger()

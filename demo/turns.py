@@ -127,6 +127,7 @@ TURNS: list[DemoTurn] = [
                     {
                         "body": "Does not work on Fridays.",
                         "belief_type": "user_model_attr",
+                        "subject": "speaker",
                         "authority": "inferred",
                         "confidence": 0.6,
                     },

@@ -4,6 +4,7 @@ helper, and each failure kind raised as its own exception carrying the API's cod
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from engram_client import (
     AsyncEngram,
     AuthenticationError,
@@ -16,10 +17,14 @@ from engram_client import (
     Remember,
     ReplyWithheld,
     RoundLimitReached,
+    SharingRequest,
     TurnClosed,
     ValidationError,
 )
+from engram_client.types import Audience
+from rest_framework.test import APIClient
 
+from accounts.models import UserActor
 from history.models import Message, Turn
 from memory.models import MemoryEntry
 from tests.clients.conftest import Workspace, run_async
@@ -184,3 +189,33 @@ def test_the_async_client_runs_the_same_turn(workspace: Workspace) -> None:
             return reply.state
 
     assert run_async(scenario()) == "delivered"
+
+
+def test_a_memory_about_someone_else_asks_both_for_consent_to_share(workspace: Workspace, engram: Engram) -> None:
+    """In a private channel of Victor and Alice, Victor says something about Alice: remembered with
+    Alice's external id as its subject and Victor as its source. Asked to share it into #general, the
+    request (read by Alice at /api/v1/me/sharing-requests, typed as SharingRequest) waits for both:
+    Victor as its source, Alice as its subject."""
+    private: Audience = {"kind": "members", "readers": ["U1", "U2"]}
+    (general,) = engram.ingest([workspace.message("general", "U2", "Morning all.")])
+    (inbound,) = engram.ingest([workspace.message("G-PAIR", "U1", "Alice prefers async reviews.", private)])
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    with engram.turn(session, inbound.message_id) as turn:
+        alice = next(p for p in turn.participants if p.external_id == "U2")
+        assert turn.speaker is not None and turn.speaker.actor_id == inbound.actor_id and not alice.speaking
+        fact = {"body": "Prefers async reviews.", "belief_type": "preference", "subject": alice.external_id}
+        memory_id = turn.round([{"verb": "remember", **fact}]).results[0].result["id"]
+        share = {"verb": "request_memory_sharing", "id": memory_id, "conversation_id": general.conversation_id}
+        assert turn.round([share]).results[0].ok
+        turn.ledger()
+        turn.reply("I have asked before sharing it.")
+
+    user = User.objects.create_user(username="alice", password="pw")
+    UserActor.objects.create(user=user, actor_id=alice.actor_id)
+    browser = APIClient()
+    browser.force_login(user)
+    (request,) = [SharingRequest.from_json(r) for r in browser.get("/api/v1/me/sharing-requests").json()]
+    assert request.id == memory_id and request.state == "pending"
+    roles = {(c.role, c.actor_id, c.state) for c in request.consents}
+    assert roles == {("source", inbound.actor_id, "pending"), ("subject", alice.actor_id, "pending")}
+    assert len(request.pending) == 2

@@ -4,7 +4,8 @@ Two tenants, three agents with a Slack and an email connector each (namespaces r
 on purpose), public, workspace, private, direct, and external conversations, identity links (one of
 them revoked), ~300 memories written through the services with mixed, unknown and "nobody" source
 audiences, amendments, forgets, validity windows, conversation restrictions, local portability and
-sharing grants. The same seed builds the same world.
+sharing grants, and group memories learned from another member's words (several source actors).
+The same seed builds the same world.
 
 The oracle side is plain Python over ORM rows and ``history.audience.audience_allows``, never the
 retrieval SQL: a test that reused the SQL to judge the SQL could not fail.
@@ -28,6 +29,7 @@ from history.audience import Audience, AudienceKind, audience_allows
 from history.models import Conversation, EvidenceMethod, Message
 from history.services import conversation_upsert, message_ingest
 from memory.models import (
+    PERSON_BELIEF_TYPES,
     Authority,
     BeliefType,
     EntryStatus,
@@ -208,15 +210,29 @@ def build_world(rng: random.Random) -> list[AgentWorld]:
             else []
         )
         inherited_revisions = [rng.choice(world.revisions)] if world.revisions and rng.random() < 0.2 else []
+        # In a group, the agent often remembers what another member said (their earlier message in the
+        # room, named as a source beside the one being answered), and sometimes words it was shown from
+        # another conversation entirely: their authors become source actors, their audiences narrow it.
+        also_sources = []
+        if len(readers_of(conversation, world)) > 1 and conversation.audience_readers and rng.random() < 0.5:
+            said_here = [m for m in world.messages if m.conversation_id == conversation.pk and m.actor_id != author.pk]
+            said_elsewhere = [m for m in world.messages if m.conversation_id != conversation.pk]
+            pool = said_elsewhere if rng.random() < 0.2 else said_here
+            if pool:
+                also_sources.append(rng.choice(pool))
         world.messages.append(message)
         portability = rng.choices([Portability.PORTABLE, Portability.CONTEXTUAL, Portability.LOCAL], weights=[6, 2, 2])[
             0
         ]
         valid_from, valid_to = validity(rng, now)
+        belief_type = rng.choice(BeliefType.values)
+        subject_id = rng.choice([*(a.pk for a in world.actors), None])
+        if subject_id is None and belief_type in PERSON_BELIEF_TYPES:
+            subject_id = (also_sources[0].actor_id if also_sources else None) or author.pk  # about a person
         belief = Belief(
             body=body,
-            belief_type=rng.choice(BeliefType.values),
-            subject_id=rng.choice([*(a.pk for a in world.actors), None]),
+            belief_type=belief_type,
+            subject_id=subject_id,
             portability=portability,
             origin_scope=rng.choice(PROJECTS) if portability == Portability.LOCAL and rng.random() < 0.5 else None,
             confidence=round(rng.uniform(0.3, 1.0), 2),
@@ -233,6 +249,7 @@ def build_world(rng: random.Random) -> list[AgentWorld]:
             belief=belief,
             provenance=Provenance(
                 source_message_id=message.pk,
+                also_source_message_ids=[m.pk for m in also_sources],
                 inherited_message_ids=[m.pk for m in inherited_messages],
                 inherited_revision_ids=[r.pk for r in inherited_revisions],
             ),

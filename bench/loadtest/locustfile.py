@@ -284,6 +284,7 @@ class Runtime(FastHttpUser):
                 "verb": "remember",
                 "body": f"Prefers {word} ({self.tag}-{self.said}).",
                 "belief_type": "preference",
+                "subject": "speaker",
             }
             made, ms["round_remember"] = self.call(
                 "POST", f"{turn_path}/rounds", "round_remember", 200, {"calls": [remember]}

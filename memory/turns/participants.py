@@ -14,10 +14,10 @@ evidence, never the agent's own identity. Display names reach the model only thr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from accounts.models import Actor
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from history.models import Conversation, Turn
@@ -33,25 +33,47 @@ RECENT_MESSAGES = 500
 #: The subject reference for the person who wrote the message being answered.
 SPEAKER = "speaker"
 
-RECENT_AUTHORS_SQL = f"""
-SELECT m.actor_id
-FROM (
-    SELECT id, actor_id FROM history_message
-    WHERE conversation_id = %(conversation_id)s AND direction = 'inbound' AND actor_id IS NOT NULL
-    ORDER BY created_at DESC, id DESC
-    LIMIT {RECENT_MESSAGES}
-) m
-WHERE EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id)
-GROUP BY m.actor_id
-ORDER BY max(m.id) DESC
+#: The participants in one statement, in order: the actors named first (the speaker, then the
+#: conversation's readers), then the authenticated authors of its recent inbound messages, newest
+#: first; each once, only the agent's own people, never its own identity.
+PARTICIPANTS_SQL = f"""
+WITH recent AS (
+    SELECT m.actor_id, max(m.id) AS latest
+    FROM (
+        SELECT id, actor_id FROM history_message
+        WHERE conversation_id = %(conversation_id)s AND direction = 'inbound' AND actor_id IS NOT NULL
+        ORDER BY created_at DESC, id DESC
+        LIMIT {RECENT_MESSAGES}
+    ) m
+    WHERE EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id)
+    GROUP BY m.actor_id
+    ORDER BY latest DESC
+    LIMIT {MAX_PARTICIPANTS}
+), wanted AS (
+    SELECT actor_id, position FROM unnest(%(named)s::bigint[]) WITH ORDINALITY AS n(actor_id, position)
+    UNION ALL
+    SELECT actor_id, {MAX_PARTICIPANTS} + row_number() OVER (ORDER BY latest DESC) FROM recent
+)
+SELECT a.id, a.external_id, a.display_name, c.type, c.name
+FROM wanted w
+JOIN accounts_actor a ON a.id = w.actor_id
+JOIN accounts_connector c ON c.id = a.connector_id
+WHERE c.agent_id = %(agent_id)s AND NOT a.is_agent
+GROUP BY a.id, a.external_id, a.display_name, c.type, c.name
+ORDER BY min(w.position)
 LIMIT {MAX_PARTICIPANTS}
 """
 
+#: The authenticated authors of some of the agent's messages, with their connectors.
 AUTHORS_OF_SQL = """
-SELECT DISTINCT m.actor_id FROM history_message m
+SELECT DISTINCT a.id, a.external_id, a.display_name, c.type, c.name
+FROM history_message m
+JOIN accounts_actor a ON a.id = m.actor_id
+JOIN accounts_connector c ON c.id = a.connector_id
 WHERE m.agent_id = %(agent_id)s AND m.id = ANY(%(message_ids)s::bigint[]) AND m.direction = 'inbound'
-  AND m.actor_id IS NOT NULL
+  AND c.agent_id = %(agent_id)s AND NOT a.is_agent
   AND EXISTS (SELECT 1 FROM history_messagesourceevidence e WHERE e.message_id = m.id)
+ORDER BY a.id
 """
 
 
@@ -75,34 +97,28 @@ class Participant:
 
 def conversation_participants(conversation: Conversation, *, speaker_id: int | None) -> list[Participant]:
     """The speaker first, then the conversation's readers, then its recent authenticated authors."""
-    with prepared_cursor() as cursor:
-        cursor.execute(RECENT_AUTHORS_SQL, {"conversation_id": conversation.pk})
-        authors = [actor_id for (actor_id,) in cursor.fetchall()]
-    ordered = [*([speaker_id] if speaker_id is not None else []), *conversation.audience_readers, *authors]
-    return _participants(conversation.agent_id, ordered, speaker_id=speaker_id)[:MAX_PARTICIPANTS]
+    named = list(dict.fromkeys([*([speaker_id] if speaker_id is not None else []), *conversation.audience_readers]))
+    params = {"conversation_id": conversation.pk, "named": named, "agent_id": conversation.agent_id}
+    return _participants(PARTICIPANTS_SQL, params, speaker_id=speaker_id)
 
 
 def turn_participants(turn: Turn) -> list[Participant]:
     return conversation_participants(turn.session.conversation, speaker_id=turn.requester_id)
 
 
-def _participants(agent_id: int, actor_ids: Sequence[int], *, speaker_id: int | None) -> list[Participant]:
-    ordered = list(dict.fromkeys(actor_ids))
-    actors = {
-        actor.pk: actor
-        for actor in Actor.objects.filter(pk__in=ordered, connector__agent_id=agent_id, is_agent=False).select_related(
-            "connector"
-        )
-    }
+def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None) -> list[Participant]:
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     return [
         Participant(
-            actor_id=actor.pk,
-            external_id=actor.external_id,
-            display_name=_screened_name(actor.display_name, actor.external_id),
-            connector=actor.connector.namespace,
-            speaking=actor.pk == speaker_id,
+            actor_id=actor_id,
+            external_id=external_id,
+            display_name=_screened_name(display_name, external_id),
+            connector=f"{connector_type}:{connector_name}",
+            speaking=actor_id == speaker_id,
         )
-        for actor in (actors[a] for a in ordered if a in actors)
+        for actor_id, external_id, display_name, connector_type, connector_name in rows
     ]
 
 
@@ -110,20 +126,17 @@ def _screened_name(display_name: str, external_id: str) -> str:
     return display_name
 
 
-def _authors_of(agent_id: int, message_ids: Iterable[int]) -> list[int]:
-    with prepared_cursor() as cursor:
-        cursor.execute(AUTHORS_OF_SQL, {"agent_id": agent_id, "message_ids": list(message_ids)})
-        return [actor_id for (actor_id,) in cursor.fetchall()]
-
-
 def nameable_subjects(turn: Turn) -> list[Participant]:
     """Everyone a belief in this turn may be about: the participants, and the authenticated authors
     of the messages in front of the turn (its loaded history and this turn's search results)."""
     participants = turn_participants(turn)
-    listed = {p.actor_id for p in participants}
     in_front = [*turn.loaded_message_ids, *turn.evidence_message_ids]
-    others = [a for a in _authors_of(turn.agent_id, in_front) if a not in listed] if in_front else []
-    return participants + _participants(turn.agent_id, others, speaker_id=turn.requester_id)
+    if not in_front:
+        return participants
+    listed = {p.actor_id for p in participants}
+    params = {"agent_id": turn.agent_id, "message_ids": in_front}
+    authors = _participants(AUTHORS_OF_SQL, params, speaker_id=turn.requester_id)
+    return participants + [p for p in authors if p.actor_id not in listed]
 
 
 def resolve_subject(turn: Turn, *, reference: str | None, actor_id: int | None) -> int | None:

@@ -15,7 +15,9 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import UserActor
-from memory.models import MemoryRevision, RecallTraceItem, SharingGrant, SharingRequest
+from history.models import Turn
+from memory.models import CorrectionRelation, MemoryRevision, RecallTraceItem, SharingGrant, SharingRequest
+from memory.selectors import correction_relations
 from tests.api.conftest import NAMES, Runtime
 
 pytestmark = pytest.mark.django_db
@@ -54,6 +56,10 @@ def share(runtime: Runtime, turn_id: int, memory_id: str, conversation_id: int) 
 
 def decide(client: APIClient, request_id: int, *, approve: bool) -> Any:
     return client.post(f"/api/v1/me/sharing-requests/{request_id}/decision", {"approve": approve}, format="json")
+
+
+def turn_inbound(turn: dict[str, Any]) -> int:
+    return int(Turn.objects.values_list("inbound_message_id", flat=True).get(pk=turn["turn_id"]))
 
 
 def only_result(response: Any) -> dict[str, Any]:
@@ -248,3 +254,42 @@ def test_a_belief_rejected_about_its_subject_does_not_return_without_one(runtime
         assert (result["status"], result["code"]) == ("error", "rejected_belief"), result
     recalled = only_result(runtime.round(again["turn_id"], {"verb": "recall", "query": "Lisbon"}))
     assert "Lisbon" not in recalled["result"]["block"]
+
+
+def test_a_memory_resting_on_two_peoples_words_needs_both_and_names_both(runtime: Runtime) -> None:
+    """Learned from Bob's message and Alice's answer: both are its source actors, both are asked,
+    either may correct it, and the block says it was said by both."""
+    bobs = runtime.say(GROUP, "U300", "I'm moving to Oslo in March", audience=GROUP_AUDIENCE)
+    turn = group_turn(runtime, "U200", "me too! we'll share a flat", loaded_message_ids=[bobs])
+    result = only_result(
+        remember(
+            runtime,
+            turn["turn_id"],
+            body="Alice and Bob move to Oslo in March and will share a flat.",
+            belief_type="event",
+            source_message_ids=[bobs, turn_inbound(turn)],
+        )
+    )
+    revision = MemoryRevision.objects.get(pk=result["result"]["revision_id"])
+    bob, alice = runtime.actor("U300"), runtime.actor("U200")
+    assert revision.source_actor_ids == [bob.pk, alice.pk]
+    assert revision.evidence.filter(kind="source_message").count() == 2
+
+    bob_user = User.objects.create_user(username="bob-login")
+    UserActor.objects.create(user=bob_user, actor=bob)
+    assert correction_relations(bob_user, [revision]) == {revision.pk: CorrectionRelation.SOURCE}
+
+    recalled = only_result(runtime.round(turn["turn_id"], {"verb": "recall", "query": "Oslo flat"}))
+    assert "by Bob (id U300) and Alice (id U200)" in recalled["result"]["block"]
+
+    general = runtime.conversation("general").pk
+    ask = share(runtime, turn["turn_id"], result["result"]["id"], general)
+    assert [(c["actor_id"], c["role"]) for c in ask["result"]["consents"]] == [
+        (bob.pk, "source"),
+        (alice.pk, "source"),
+    ]
+    request_id = ask["result"]["request_id"]
+    assert decide(login(runtime, "U200"), request_id, approve=True).json()["state"] == "pending"
+    assert not SharingGrant.objects.exists()
+    assert decide(login(runtime, "U300"), request_id, approve=True).json()["state"] == "approved"
+    assert SharingGrant.objects.filter(revision=revision, revoked_at__isnull=True).count() == 1

@@ -31,13 +31,16 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Self
 
 import pytest
 from django.utils import timezone
 
 from config.replica import ReplicaStats
-from history.models import Conversation
+from history.audience import Audience
+from history.models import Conversation, MessageSourceEvidence
 from memory.models import EntryStatus, EvidenceKind, Lifecycle, MemoryEvidence, MemoryRevision, Portability
 from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
@@ -60,8 +63,27 @@ REPLICA_RECALLS = 400
 # --------------------------------------------------------------------------------------------------
 
 
+@dataclass
 class RecallOracle(Oracle):
-    """The shared oracle, plus what only recall needs: subjects a question names, and the item rules."""
+    """The shared oracle, plus what only recall needs: subjects a question names, the item rules, and
+    the audience of every message each revision rests on (read from the messages themselves, not
+    from the audience the write path computed), so a memory learned from another member's words can
+    never be shown where those words could not be."""
+
+    message_audiences: dict[int, list[tuple[int, Audience]]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls) -> Self:
+        oracle = super().load()
+        authenticated = set(MessageSourceEvidence.objects.values_list("message_id", flat=True))
+        for revision_id, message in (
+            (evidence.revision_id, evidence.message)
+            for evidence in MemoryEvidence.objects.filter(message__isnull=False).select_related("message")
+        ):
+            assert message is not None
+            audience = message.audience if message.pk in authenticated else Audience.unknown()
+            oracle.message_audiences.setdefault(revision_id, []).append((message.pk, audience))
+        return oracle
 
     def names(self, text: str, actor_id: int | None) -> bool:
         if actor_id is None:
@@ -108,6 +130,12 @@ class RecallOracle(Oracle):
         path = self.revision_path(revision, conversation.agent_id, destination, linked, conversation.pk)
         if not path:
             broken.append(f"audience {revision.audience} may not reach {destination}")
+        elif path != "grant":
+            broken.extend(
+                f"rests on message {message_id} ({audience}), which may not reach {destination}"
+                for message_id, audience in self.message_audiences.get(revision.pk, [])
+                if not self.text_path(audience, destination, linked)
+            )
         return broken, path
 
 
@@ -185,7 +213,7 @@ def check_random_recalls(recalls_wanted: int) -> None:
     origin_kinds: Counter[str] = Counter()
     destination_kinds: Counter[str] = Counter()
     paths: Counter[str] = Counter()
-    withheld_unknown = 0
+    withheld_unknown = several_voices = 0
     for case, conversation, requester_id, text, result in random_recalls(rng, worlds, recalls_wanted):
         now = timezone.now()
         recalls += 1
@@ -209,11 +237,12 @@ def check_random_recalls(recalls_wanted: int) -> None:
             else:
                 origin_kinds[oracle.revisions[item.revision_id].audience_kind] += 1
                 paths[path] += 1
+                several_voices += len(oracle.revisions[item.revision_id].source_actor_ids) > 1
     elapsed = time.perf_counter() - started
     print(
         f"\nprivacy fuzz: {recalls} recalls, {checked} items checked, {len(leaks)} leaks "
         f"(seed {SEED}; world built in {built:.1f}s, total {elapsed:.1f}s; origins {dict(origin_kinds)}; "
-        f"admitted by {dict(paths)}; withheld unknown {withheld_unknown})"
+        f"admitted by {dict(paths)}; withheld unknown {withheld_unknown}; resting on several people {several_voices})"
     )
     assert not leaks, f"{len(leaks)} leaks, first ones:\n" + "\n".join(leaks[:20])
 
@@ -225,6 +254,8 @@ def check_random_recalls(recalls_wanted: int) -> None:
     assert not {"unknown", "nobody"} & set(origin_kinds)
     assert paths["audience"] and paths["identity_link"] and paths["grant"], paths
     assert withheld_unknown > 0
+    # Group memories learned from another member's words were returned, and checked message by message.
+    assert several_voices > 0
     corpus_kinds = {r.audience_kind for r in oracle.revisions.values()}
     assert {"unknown", "nobody"} <= corpus_kinds
 

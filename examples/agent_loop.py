@@ -3,7 +3,9 @@
 Maya talks to an agent in a direct message. Over four turns the agent recalls, searches the history,
 remembers, amends a memory that became wrong, cites the memories it used as [m:…] ids, and replies;
 each turn keeps to the protocol (bounded rounds, the committed ledger before the reply, the claim
-guard and the pre-delivery recheck on the server).
+guard and the pre-delivery recheck on the server). Every memory about Maya names her as its subject
+("speaker": the author of the message being answered); the project fact found in an earlier message
+has no subject, and names that message as its source (``source_message_ids``).
 
     python examples/agent_loop.py --url http://127.0.0.1:8000 --api-key eng_...
 
@@ -55,34 +57,50 @@ def _item(messages: list[Message], word: str) -> dict[str, Any]:
     return next(i for i in reversed(recalled_items(messages)) if word.lower() in i["statement"].lower())
 
 
-def _freeze_end(messages: list[Message]) -> str:
+def _freeze_message(messages: list[Message]) -> dict[str, Any]:
+    """The message found by search_history that says when the freeze ends."""
     for result in tool_results(messages):
         for hit in result.get("result", {}).get("hits", []):
-            body = hit["message"]["body"]
-            if "ends" in body:
-                return body.split("ends", 1)[1].strip(" .")
-    return "I could not find it"
+            if "ends" in hit["message"]["body"]:
+                return dict(hit["message"])
+    raise LookupError("the search found no message about the end of the freeze")
+
+
+def _freeze_end(messages: list[Message]) -> str:
+    return str(_freeze_message(messages)["body"]).split("ends", 1)[1].strip(" .")
 
 
 def scripted_model() -> ScriptedModel:
     """The agent's side of the four turns, step by step (a step is one model call)."""
     model = ScriptedModel()
-    # 1. A new fact and a preference: check what is known first, then remember both.
+    # 1. A new fact and a preference, both about the person speaking: check what is known first, then
+    #    remember both with Maya as their subject.
     model.extend(
         [
             calls(("recall", {"query": "where I live, how I prefer answers"})),
             calls(
-                ("remember", {"body": "Lives in Porto.", "belief_type": "user_model_attr"}),
-                ("remember", {"body": "Prefers short answers.", "belief_type": "preference"}),
+                ("remember", {"body": "Lives in Porto.", "belief_type": "user_model_attr", "subject": "speaker"}),
+                ("remember", {"body": "Prefers short answers.", "belief_type": "preference", "subject": "speaker"}),
             ),
             says(lambda m: "Nice to meet you, Maya. Noted: Porto [{}], short answers [{}].".format(*_written(m))),
         ]
     )
-    # 2. Something said earlier, outside the prompt's window: search the history.
+    # 2. Something said earlier, outside the prompt's window: search the history, and keep the date as a
+    #    project fact (about no one: no subject) learned from the message the search found.
     model.extend(
         [
             calls(("search_history", {"query": "deploy freeze ends", "actor": "requester"})),
-            says(lambda m: f"The freeze ends {_freeze_end(m)}."),
+            calls(
+                (
+                    "remember",
+                    lambda m: {
+                        "body": f"The deploy freeze ends {_freeze_end(m)}.",
+                        "belief_type": "project_fact",
+                        "source_message_ids": [_freeze_message(m)["message_id"]],
+                    },
+                )
+            ),
+            says(lambda m: f"The freeze ends {_freeze_end(m)} [{_written(m)[0]}]."),
         ]
     )
     # 3. A correction: recall to get the memory's id, then amend it (remember would add a second fact).

@@ -4,19 +4,27 @@ helper, and each failure kind raised as its own exception carrying the API's cod
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from engram_client import (
     AsyncEngram,
     AuthenticationError,
     ClaimGuardFailed,
     Engram,
     NotFoundError,
+    Participant,
     ProtocolError,
+    RecallItem,
+    Remember,
     ReplyWithheld,
     RoundLimitReached,
+    SharingRequest,
     TurnClosed,
     ValidationError,
 )
+from engram_client.types import Audience
+from rest_framework.test import APIClient
 
+from accounts.models import UserActor
 from history.models import Message, Turn
 from memory.models import MemoryEntry
 from tests.clients.conftest import Workspace, run_async
@@ -29,15 +37,25 @@ def _dm_turn_start(workspace: Workspace, engram: Engram, text: str) -> tuple[int
 
 
 def test_a_whole_turn_through_the_helper_remembers_cites_and_delivers(workspace: Workspace, engram: Engram) -> None:
-    """ingest → session → turn → rounds → ledger → reply, all typed; the reply's provenance is stored."""
-    session_id, inbound = _dm_turn_start(workspace, engram, "I moved to Lisbon last month.")
-    with engram.turn(session_id, inbound) as turn:
+    """ingest → session → turn → rounds → ledger → reply, all typed; the reply's provenance is stored.
+    The session and the turn name Alice as the one speaking; a memory about her names her as its
+    subject ("speaker"), and recall gives her as its source."""
+    inbound = engram.ingest([workspace.message("D-ALICE", "U2", "I moved to Lisbon last month.")])[0]
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    alice = Participant(inbound.actor_id, "U2", "Alice", "slack:acme", True)
+    assert session.participants == [alice] and session.requester == alice
+    with engram.turn(session, inbound.message_id) as turn:
         assert turn.rounds_left == 3 and turn.recall is not None
-        first = turn.round([{"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr"}])
+        assert turn.participants == [alice] and turn.speaker == alice
+        assert engram.get_turn(turn.turn_id).participants == [alice]
+        lisbon: Remember = {"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr"}
+        first = turn.round([{**lisbon, "subject": "speaker"}])
         assert first.results[0].ok and first.round == 1
         memory_id = first.results[0].result["id"]
         recalled = turn.round([{"verb": "recall", "query": "Lisbon"}])
-        assert memory_id in [item["id"] for item in recalled.results[0].result["items"]]
+        (item,) = [RecallItem.from_json(i) for i in recalled.results[0].result["items"] if i["id"] == memory_id]
+        assert item.subject is not None and item.subject.actor_id == inbound.actor_id
+        assert [s.actor_id for s in item.sources] == [inbound.actor_id] and item.source == item.sources[0]
         ledger = turn.ledger()
         assert [op.operation for op in ledger.operations] == ["remember"] and ledger.role == "developer"
         assert memory_id in ledger.instruction
@@ -51,7 +69,7 @@ def test_the_helper_refuses_a_reply_before_the_ledger_is_read(workspace: Workspa
     """After a round, reply() raises ProtocolError and sends nothing until ledger() was read."""
     session_id, inbound = _dm_turn_start(workspace, engram, "Remember I like tea.")
     with engram.turn(session_id, inbound) as turn:
-        turn.round([{"verb": "remember", "body": "Likes tea.", "belief_type": "preference"}])
+        turn.round([{"verb": "remember", "body": "Likes tea.", "belief_type": "preference", "subject": "speaker"}])
         with pytest.raises(ProtocolError) as refused:
             turn.reply("Done.")
         assert refused.value.code == "ledger_not_read"
@@ -102,7 +120,8 @@ def test_a_withheld_reply_raises_reply_withheld(workspace: Workspace, engram: En
     inbound = engram.ingest([workspace.message("D-ALICE", "U2", "My salary is 90k.")])[0]
     session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
     with engram.turn(session, inbound.message_id) as turn:
-        turn.round([{"verb": "remember", "body": "Earns 90k a year.", "belief_type": "user_model_attr"}])
+        salary = {"body": "Earns 90k a year.", "belief_type": "user_model_attr", "subject": "speaker"}
+        turn.round([{"verb": "remember", **salary}])
         turn.ledger()
         # The connector reports the thread has become public: the memory may no longer be disclosed there.
         engram.ingest([workspace.message("D-ALICE", "U2", "Adding everyone here.", audience={"kind": "public"})])
@@ -129,7 +148,17 @@ def test_failures_raise_one_class_each_with_the_apis_code(workspace: Workspace, 
     with pytest.raises(ValidationError) as bad_round:
         engram.run_round(turn.turn_id, [{"verb": "remember", "body": "x"}, {"verb": "remember", "entry_id": 1}])
     assert bad_round.value.code == "invalid_request" and "1" in bad_round.value.detail["calls"]
-    assert MemoryEntry.objects.count() == before
+    with pytest.raises(ValidationError) as unattributed:
+        engram.run_round(turn.turn_id, [{"verb": "remember", "body": "Likes tea.", "belief_type": "preference"}])
+    assert unattributed.value.status == 400 and unattributed.value.code == "subject_required"
+    assert "U2" in str(unattributed.value.detail)  # the refusal names whom the memory may be about
+    both = {"subject": "speaker", "subject_actor_id": Message.objects.get(pk=inbound).actor_id}
+    with pytest.raises(ValidationError) as twice:
+        engram.run_round(
+            turn.turn_id, [{"verb": "remember", "body": "Likes tea.", "belief_type": "preference", **both}]
+        )
+    assert twice.value.status == 400
+    assert MemoryEntry.objects.count() == before and engram.get_turn(turn.turn_id).rounds_used == 0
 
 
 def test_ingest_batches_large_inputs(workspace: Workspace, engram: Engram) -> None:
@@ -148,9 +177,9 @@ def test_the_async_client_runs_the_same_turn(workspace: Workspace) -> None:
             inbound = (await engram.ingest([workspace.message("D-ALICE", "U2", "I drink green tea.")]))[0]
             session = await engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
             async with engram.turn(session, inbound.message_id) as turn:
-                done = await turn.round(
-                    [{"verb": "remember", "body": "Drinks green tea.", "belief_type": "preference"}]
-                )
+                assert turn.speaker is not None and turn.speaker.external_id == "U2"
+                tea = {"body": "Drinks green tea.", "belief_type": "preference", "subject": turn.speaker.external_id}
+                done = await turn.round([{"verb": "remember", **tea}])
                 with pytest.raises(ProtocolError):
                     await turn.reply("ok")
                 await turn.ledger()
@@ -160,3 +189,33 @@ def test_the_async_client_runs_the_same_turn(workspace: Workspace) -> None:
             return reply.state
 
     assert run_async(scenario()) == "delivered"
+
+
+def test_a_memory_about_someone_else_asks_both_for_consent_to_share(workspace: Workspace, engram: Engram) -> None:
+    """In a private channel of Victor and Alice, Victor says something about Alice: remembered with
+    Alice's external id as its subject and Victor as its source. Asked to share it into #general, the
+    request (read by Alice at /api/v1/me/sharing-requests, typed as SharingRequest) waits for both:
+    Victor as its source, Alice as its subject."""
+    private: Audience = {"kind": "members", "readers": ["U1", "U2"]}
+    (general,) = engram.ingest([workspace.message("general", "U2", "Morning all.")])
+    (inbound,) = engram.ingest([workspace.message("G-PAIR", "U1", "Alice prefers async reviews.", private)])
+    session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
+    with engram.turn(session, inbound.message_id) as turn:
+        alice = next(p for p in turn.participants if p.external_id == "U2")
+        assert turn.speaker is not None and turn.speaker.actor_id == inbound.actor_id and not alice.speaking
+        fact = {"body": "Prefers async reviews.", "belief_type": "preference", "subject": alice.external_id}
+        memory_id = turn.round([{"verb": "remember", **fact}]).results[0].result["id"]
+        share = {"verb": "request_memory_sharing", "id": memory_id, "conversation_id": general.conversation_id}
+        assert turn.round([share]).results[0].ok
+        turn.ledger()
+        turn.reply("I have asked before sharing it.")
+
+    user = User.objects.create_user(username="alice", password="pw")
+    UserActor.objects.create(user=user, actor_id=alice.actor_id)
+    browser = APIClient()
+    browser.force_login(user)
+    (request,) = [SharingRequest.from_json(r) for r in browser.get("/api/v1/me/sharing-requests").json()]
+    assert request.id == memory_id and request.state == "pending"
+    roles = {(c.role, c.actor_id, c.state) for c in request.consents}
+    assert roles == {("source", inbound.actor_id, "pending"), ("subject", alice.actor_id, "pending")}
+    assert len(request.pending) == 2

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from engram_client.mcp_server import parse_args
+from engram_client.mcp_server import INSTRUCTIONS, SUBJECT_NOTE, SUBJECT_VERBS, parse_args
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
 from history.models import Message, Turn
-from memory.models import MemoryEntry
+from memory.models import MemoryEntry, MemoryEvidence
 from tests.clients.conftest import Workspace, run_async
 
 T = TypeVar("T")
@@ -84,8 +84,12 @@ def test_the_tools_are_the_apis_verbs_with_its_schemas_and_a_turn_pair(workspace
         api = {t["name"]: t for t in engram.tools("anthropic").tools}
     for name in VERBS:
         assert tools[name].input_schema == api[name]["input_schema"]
-        assert tools[name].description == api[name]["description"]
         assert not {"agent", "audience", "perspective"} & set(tools[name].input_schema["properties"])
+        # The API's own description; remember and amend also say where begin_turn lists whom to name.
+        assert tools[name].description == api[name]["description"] + (SUBJECT_NOTE if name in SUBJECT_VERBS else "")
+    assert {"subject", "subject_actor_id", "source_message_ids"} <= set(tools["remember"].input_schema["properties"])
+    assert {"subject", "subject_actor_id"} <= set(tools["amend"].input_schema["properties"])
+    assert "participants" in (tools["begin_turn"].description or "")
 
 
 def test_remembered_in_one_turn_recalled_in_a_later_one(workspace: Workspace, tmp_path: Path) -> None:
@@ -96,7 +100,9 @@ def test_remembered_in_one_turn_recalled_in_a_later_one(workspace: Workspace, tm
         async with desktop(workspace, tmp_path / "mcp.log")() as mcp:
             first = ok(await mcp.call_tool("begin_turn", {"message": "I moved to Lisbon last month."}))
             assert first["rounds_left"] == 3
-            remembered = await mcp.call_tool("remember", {"body": "Lives in Lisbon.", "belief_type": "user_model_attr"})
+            remembered = await mcp.call_tool(
+                "remember", {"body": "Lives in Lisbon.", "belief_type": "user_model_attr", "subject": "speaker"}
+            )
             memory_id = ok(remembered)["result"]["id"]
             assert [op["operation"] for op in ok(remembered)["ledger"]["operations"]] == ["remember"]
             assert memory_id in text(remembered) and ok(remembered)["rounds_left"] == 2
@@ -180,9 +186,8 @@ def test_the_session_snapshot_is_a_resource(workspace: Workspace, tmp_path: Path
     async def scenario() -> tuple[str, str, list[str]]:
         async with desktop(workspace, log)() as mcp:
             ok(await mcp.call_tool("begin_turn", {"message": "I drink green tea every morning."}))
-            memory_id = ok(await mcp.call_tool("remember", {"body": "Drinks green tea.", "belief_type": "preference"}))[
-                "result"
-            ]["id"]
+            tea = {"body": "Drinks green tea.", "belief_type": "preference", "subject": "speaker"}
+            memory_id = ok(await mcp.call_tool("remember", tea))["result"]["id"]
             ok(await mcp.call_tool("reply", {"text": "Noted, green tea it is."}))
         async with desktop(workspace, log)() as mcp:
             assert [str(r.uri) for r in (await mcp.list_resources()).resources] == ["engram://session/snapshot"]
@@ -222,6 +227,95 @@ def test_an_existing_conversation_by_id(workspace: Workspace, tmp_path: Path) ->
     kind, state = run(scenario)
     assert kind == "TextResourceContents" and state == "delivered"
     assert Turn.objects.get(inbound_message_id=inbound.message_id).state == "delivered"
+
+
+def test_begin_turn_lists_the_participants_and_every_personal_memory_names_its_subject(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """In a channel where Victor and Alice spoke, begin_turn for Alice's message lists both with their
+    actor ids, Alice speaking. A preference without a subject is refused (subject_required, naming the
+    participants; no round used); "speaker" attributes it to Alice, Victor's external id to Victor, with
+    the message it was learned from (found by search_history) as its source. A subject outside the
+    participants and a source message not in front of the turn are refused with their codes; recall
+    then names the memory's every source."""
+    with workspace.client() as engram:
+        victor_said, alice_asks, alice_again = engram.ingest(
+            [
+                workspace.message("C-GENERAL", "U1", "I manage the platform team now."),
+                workspace.message("C-GENERAL", "U2", "I prefer morning standups. Who runs platform?"),
+                workspace.message("C-GENERAL", "U2", "What do you know about the platform team?"),
+            ]
+        )
+    env = {
+        "ENGRAM_CONVERSATION_ID": str(alice_asks.conversation_id),
+        "ENGRAM_REQUESTER_ACTOR_ID": str(alice_asks.actor_id),
+    }
+
+    async def scenario() -> dict[str, Any]:
+        async with mcp_session(workspace, tmp_path / "mcp.log", **env) as mcp:
+            assert mcp.instructions == INSTRUCTIONS
+            started = await mcp.call_tool("begin_turn", {"message_id": alice_asks.message_id})
+            people = {p["external_id"]: p for p in ok(started)["participants"]}
+            assert people["U2"] == {
+                "actor_id": alice_asks.actor_id,
+                "external_id": "U2",
+                "display_name": "Alice",
+                "connector": "slack:acme",
+                "speaking": True,
+            }
+            assert people["U1"]["actor_id"] == victor_said.actor_id and not people["U1"]["speaking"]
+            assert 'speaking now (subject "speaker")' in text(started)
+            assert f"answering message {alice_asks.message_id}" in text(started)
+
+            standups = {"body": "Prefers morning standups.", "belief_type": "preference"}
+            refused = await mcp.call_tool("remember", standups)
+            assert error_code(refused) == "subject_required" and refused.structured_content is not None
+            assert "U1" in json.dumps(refused.structured_content["detail"])
+            found = ok(await mcp.call_tool("search_history", {"query": "manage platform team"}))
+            assert victor_said.message_id in found["result"]["message_ids"] and found["rounds_left"] == 2
+            manager = {
+                "body": "Manages the platform team.",
+                "belief_type": "user_model_attr",
+                "subject": "U1",
+                "source_message_ids": [victor_said.message_id],
+            }
+            ok(await mcp.call_tool("remember", manager))
+            preference = ok(await mcp.call_tool("remember", {**standups, "subject": "speaker"}))
+            ok(await mcp.call_tool("reply", {"text": "Noted. Victor runs platform."}))
+
+            ok(await mcp.call_tool("begin_turn", {"message_id": alice_again.message_id}))
+            stranger = await mcp.call_tool("remember", {**standups, "subject": "U999"})
+            unseen = await mcp.call_tool("remember", {**manager, "source_message_ids": [alice_again.message_id + 1000]})
+            recalled = ok(await mcp.call_tool("recall", {"query": "platform team"}))
+            ok(await mcp.call_tool("reply", {"text": "Victor manages it."}))
+            return {
+                "stranger": error_code(stranger),
+                "unseen": error_code(unseen),
+                "preference": preference["result"]["id"],
+                "items": recalled["result"]["items"],
+            }
+
+    outcome = run(scenario)
+    assert outcome["stranger"] == "subject_not_participant"
+    assert outcome["unseen"] == "unknown_source_message"
+    subjects = dict(MemoryEntry.objects.values_list("current_revision__body", "current_revision__subject_id"))
+    assert subjects == {
+        "Manages the platform team.": victor_said.actor_id,
+        "Prefers morning standups.": alice_asks.actor_id,
+    }
+    evidence = MemoryEvidence.objects.filter(revision__body="Manages the platform team.", kind="source_message")
+    assert list(evidence.values_list("message_id", flat=True)) == [victor_said.message_id]
+    (item,) = [i for i in outcome["items"] if i["statement"] == "Manages the platform team."]
+    assert [s["actor_id"] for s in item["sources"]] == [victor_said.actor_id] and item["source"] == item["sources"][0]
+
+
+def test_the_instructions_ask_for_a_subject_on_every_personal_fact() -> None:
+    """What the host's model is told when it connects (the server's instructions, checked above to be
+    what a host receives): name the subject of every fact about a person, "speaker" or a
+    participant's external id; project facts may stay subject-less."""
+    assert '"speaker"' in INSTRUCTIONS and "external id" in INSTRUCTIONS
+    assert "project" in INSTRUCTIONS and "without a subject" in INSTRUCTIONS
+    assert "begin_turn" in SUBJECT_NOTE and '"speaker"' in SUBJECT_NOTE
 
 
 def _free_port() -> int:
@@ -265,7 +359,8 @@ def test_the_streamable_http_transport_runs_the_same_turn(workspace: Workspace, 
                 await mcp.initialize()
                 assert {tool.name for tool in (await mcp.list_tools()).tools} >= VERBS | {"begin_turn", "reply"}
                 ok(await mcp.call_tool("begin_turn", {"message": "I cycle to work."}))
-                ok(await mcp.call_tool("remember", {"body": "Cycles to work.", "belief_type": "preference"}))
+                cycles = {"body": "Cycles to work.", "belief_type": "preference", "subject": "speaker"}
+                ok(await mcp.call_tool("remember", cycles))
                 return str(ok(await mcp.call_tool("reply", {"text": "Noted."}))["state"])
 
         assert run(scenario) == "delivered"

@@ -7,6 +7,9 @@ with Engram("http://127.0.0.1:8000", api_key="...") as engram:
     session = engram.open_session(inbound.conversation_id, requester_actor_id=inbound.actor_id)
     with engram.turn(session, inbound.message_id) as turn:
         turn.round([{"verb": "recall", "query": "deploy schedule"}])
+        # a memory about a person names its subject: "speaker", or an external id of turn.participants
+        turn.round([{"verb": "remember", "body": "Prefers short answers.", "belief_type": "preference",
+                     "subject": "speaker"}])
         ledger = turn.ledger()          # give ledger.instruction to the model
         reply = turn.reply("...")       # ReplyWithheld / ClaimGuardFailed when not delivered
 """
@@ -33,15 +36,23 @@ from engram_client.errors import (
 from engram_client.tools import tool_calls_to_verb_calls, tool_messages
 from engram_client.turn import AsyncTurnSession, TurnSession
 from engram_client.types import (
+    SPEAKER,
+    ActorLabel,
+    Amend,
     CallResult,
+    Consent,
     Ingested,
     Ledger,
     MessageIn,
     Operation,
+    Participant,
     Recall,
+    RecallItem,
+    Remember,
     Reply,
     Round,
     Session,
+    SharingRequest,
     Tools,
     Trace,
     Turn,
@@ -51,6 +62,9 @@ from engram_client.types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "SPEAKER",
+    "ActorLabel",
+    "Amend",
     "AsyncEngram",
     "AsyncTurnSession",
     "AuthenticationError",
@@ -58,6 +72,7 @@ __all__ = [
     "ClaimGuardFailed",
     "ConcurrentUpdate",
     "ConflictError",
+    "Consent",
     "Engram",
     "EngramError",
     "Ingested",
@@ -65,16 +80,20 @@ __all__ = [
     "MessageIn",
     "NotFoundError",
     "Operation",
+    "Participant",
     "PermissionDeniedError",
     "ProtocolError",
     "RateLimitedError",
     "Recall",
+    "RecallItem",
+    "Remember",
     "Reply",
     "ReplyWithheld",
     "Round",
     "RoundLimitReached",
     "ServerError",
     "Session",
+    "SharingRequest",
     "Tools",
     "Trace",
     "TransportError",

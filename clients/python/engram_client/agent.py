@@ -1,7 +1,8 @@
 """A minimal agent loop over the turn helper, for any chat model that speaks the OpenAI chat format.
 
 ``run_turn`` does what a runtime does in one turn: the snapshot and the tool instructions go in the
-system prompt, the in-turn recall (and its correction lines) with the user's message; while the model
+system prompt, the in-turn recall (and its correction lines) and the turn's participants (whom a
+memory may name as its subject, and who is speaking) with the user's message; while the model
 calls tools and a round is left, the calls run as a round and the committed ledger follows the
 results; the model's text is the reply. Two models come with it: ``ScriptedModel`` (deterministic
 steps, no network: tests and demos) and ``OpenAICompatibleModel`` (any ``/chat/completions``
@@ -19,13 +20,16 @@ from typing import Any, Protocol
 import httpx
 
 from engram_client.client import Engram
-from engram_client.errors import ProtocolError
-from engram_client.tools import tool_messages
+from engram_client.errors import ProtocolError, ValidationError
+from engram_client.tools import participants_text, refused_messages, tool_messages
 from engram_client.types import Ledger, Reply, Round, Session
 
 #: An OpenAI chat message (``{"role": ..., "content": ..., "tool_calls": [...]}``).
 Message = dict[str, Any]
 CITATION = re.compile(r"\[(m:[0-9a-f]{8,16})\]")
+#: Rounds the API may refuse in one turn (a refused round runs nothing and uses no round) before
+#: ``run_turn`` gives up and raises the refusal: enough for a model to add a missing subject.
+MAX_REFUSED_ROUNDS = 2
 
 
 class ChatModel(Protocol):
@@ -53,20 +57,24 @@ def run_turn(
     loaded_message_ids: Sequence[int] = (),
     system: str = "You are a helpful assistant with a long-term memory.",
 ) -> TurnOutcome:
-    """One whole turn: rounds while the model calls tools, the ledger after each, then the reply."""
+    """One whole turn: rounds while the model calls tools, the ledger after each, then the reply. A
+    round the API refuses is answered to the model with the refusal (at most ``MAX_REFUSED_ROUNDS``
+    times a turn), since nothing ran and the round is still there to use."""
     with engram.turn(session, inbound_message_id, loaded_message_ids) as turn:
         turn.tools("openai")  # fetched once for the turn; also brings the instructions
         recall = turn.recall
         memory = recall.block if recall else ""
         corrections = "\n".join(recall.corrections) if recall else ""
+        people = participants_text(turn.participants)
         messages: list[Message] = [
             {
                 "role": "system",
                 "content": "\n\n".join(p for p in (system, turn.tool_instructions, session.snapshot_block) if p),
             },
-            {"role": "user", "content": "\n\n".join(p for p in (memory, corrections, user_text) if p)},
+            {"role": "user", "content": "\n\n".join(p for p in (memory, corrections, people, user_text) if p)},
         ]
         ledger: Ledger | None = None
+        refused = 0
         while True:
             tools = turn.tools("openai")
             answer = model.chat(messages, tools)
@@ -74,7 +82,16 @@ def run_turn(
             if not calls or not tools:
                 break
             messages.append({"role": "assistant", "content": answer.get("content"), "tool_calls": calls})
-            done = turn.run_tool_calls(calls)
+            try:
+                done = turn.run_tool_calls(calls)
+            except ValidationError as refusal:
+                # Nothing ran: the model reads why (e.g. subject_required, which names the
+                # participants) and may correct its calls.
+                refused += 1
+                if refused > MAX_REFUSED_ROUNDS:
+                    raise
+                messages.extend(refused_messages(calls, refusal))
+                continue
             messages.extend(tool_messages(calls, done))
             ledger = turn.ledger()
             # The ledger is a developer-role instruction; sent as system, which every

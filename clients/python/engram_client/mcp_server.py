@@ -9,7 +9,9 @@ How an MCP host maps onto Engram's turn protocol (docs/mcp.md says it at length)
   conversation a connector feeds (``--conversation-id``: ``begin_turn(message_id)``).
 - The conversation has at most one open turn at a time. ``begin_turn`` opens the Engram session on
   first use (its frozen snapshot is the ``engram://session/snapshot`` resource) and starts a turn
-  through the client's turn helper; each verb tool call is then one round of that turn (parallel
+  through the client's turn helper; it returns the turn's participants (actor ids, external ids, who
+  is speaking), whom ``remember`` and ``amend`` name as a memory's subject (``"speaker"`` or an
+  external id); each verb tool call is then one round of that turn (parallel
   calls are run one after another, each its own round); ``reply(text)`` submits the final reply,
   which the claim guard and the pre-delivery recheck check before anything is delivered.
 - The ledger is read after every round and its instruction is part of the tool result, so the model
@@ -33,7 +35,7 @@ import os
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +47,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engram_client.client import AsyncEngram
 from engram_client.errors import ClaimGuardFailed, EngramError, ReplyWithheld, TurnClosed
+from engram_client.tools import participants_text
 from engram_client.turn import AsyncTurnSession
 from engram_client.types import CallResult, MessageIn, Session
 
@@ -54,11 +57,21 @@ NAME = "engram"
 
 INSTRUCTIONS = (
     "Engram is your long-term memory for this conversation. For every message of the user: call "
-    "begin_turn first (it returns what you remember that is relevant), use the memory tools if you need "
-    "to (each call is one round; a turn has few rounds), then call reply with your final answer, citing "
-    "the [m:…] ids you relied on. Tell the user only what reply delivered. Never claim a memory change "
-    "that the tool results do not show as committed."
+    "begin_turn first (it returns what you remember that is relevant and the people in the conversation), "
+    "use the memory tools if you need to (each call is one round; a turn has few rounds), then call reply "
+    "with your final answer, citing the [m:…] ids you relied on. Tell the user only what reply delivered. "
+    "Never claim a memory change that the tool results do not show as committed. "
+    "Every fact about a person names its subject in remember (and amend, to re-attribute): "
+    '"speaker" for the person whose message you are answering, or another participant\'s external id '
+    "from begin_turn. Facts about the project, not about anyone, may stay without a subject."
 )
+#: Added to the API's own descriptions of the verbs that take a subject: where the model finds whom
+#: it may name (begin_turn is this server's, so the API's text cannot say it).
+SUBJECT_NOTE = (
+    " The people you may name as subject are the participants begin_turn listed: "
+    '"speaker" for the one whose message you are answering, or another participant\'s external id.'
+)
+SUBJECT_VERBS = ("remember", "amend")
 
 
 @dataclass(frozen=True)
@@ -130,11 +143,16 @@ class EngramMcp:
     # -- tool list ---------------------------------------------------------------------------------
 
     async def verb_tools(self) -> list[types.Tool]:
-        """The verbs and ``search_history`` with the API's own descriptions and input schemas."""
+        """The verbs and ``search_history`` with the API's own input schemas and descriptions (those of
+        ``remember`` and ``amend`` say where the participants they may name are listed)."""
         if self._verb_tools is None:
             listing = await self.engram.tools("anthropic")
             self._verb_tools = [
-                types.Tool(name=t["name"], description=t["description"], input_schema=t["input_schema"])
+                types.Tool(
+                    name=t["name"],
+                    description=t["description"] + (SUBJECT_NOTE if t["name"] in SUBJECT_VERBS else ""),
+                    input_schema=t["input_schema"],
+                )
                 for t in listing.tools
             ]
         return self._verb_tools
@@ -163,8 +181,10 @@ class EngramMcp:
             name="begin_turn",
             description=(
                 "Start answering a new message of the user: call this first, once per user message. Returns "
-                "the memories relevant to it (ids in brackets, [m:…]) and how many rounds of memory tool "
-                "calls the turn has. Finish the turn with reply before beginning another."
+                "the memories relevant to it (ids in brackets, [m:…]), the conversation's participants (whom "
+                "a memory may name as its subject, and which of them is speaking), the id of the message "
+                "being answered, and how many rounds of memory tool calls the turn has. Finish the turn "
+                "with reply before beginning another."
             ),
             input_schema={
                 "type": "object",
@@ -275,12 +295,16 @@ class EngramMcp:
         state.turn = turn
         tools = await self.engram.tools("anthropic", turn_id=turn.turn_id)
         recall = turn.recall
-        parts = [f"Turn {turn.turn_id} started; {turn.rounds_left} rounds of memory tool calls left."]
+        parts = [
+            f"Turn {turn.turn_id} started, answering message {message_id}; "
+            f"{turn.rounds_left} rounds of memory tool calls left."
+        ]
         if opened and state.session.snapshot_block:
             parts.append("Memory snapshot of this session:\n" + state.session.snapshot_block)
         if recall is not None:
             parts.append("Relevant memory for this message:\n" + recall.block)
             parts.extend(recall.corrections)
+        parts.append(participants_text(turn.participants))
         parts.append(tools.instructions)
         return _ok(
             "\n\n".join(p for p in parts if p),
@@ -289,6 +313,7 @@ class EngramMcp:
                 "session_id": state.session.session_id,
                 "message_id": message_id,
                 "rounds_left": turn.rounds_left,
+                "participants": [asdict(person) for person in turn.participants],
                 "recall": recall.raw if recall is not None else None,
             },
         )

@@ -1,5 +1,6 @@
 """Between a model's function calls and Engram's rounds: tool calls (OpenAI ``tool_calls`` or
-Anthropic ``tool_use`` blocks) to verb calls, and a round's results back to tool messages.
+Anthropic ``tool_use`` blocks) to verb calls, a round's results back to tool messages, and the turn's
+participants as the text that tells a model whom a memory may name as its subject.
 
 The tool definitions themselves come from the server (``Engram.tools``), generated from the very
 schemas the rounds endpoint validates with; none has an agent, audience or perspective parameter.
@@ -11,12 +12,36 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from engram_client.errors import ProtocolError
-from engram_client.types import CallResult, Round, ToolFormat, VerbCall
+from engram_client.errors import EngramError, ProtocolError
+from engram_client.types import SPEAKER, CallResult, Participant, Round, ToolFormat, VerbCall
+
+#: What a model is told about naming a memory's subject (with the turn's participants).
+ATTRIBUTION = (
+    "Every memory about a person names its subject (remember's and amend's subject argument): "
+    f'"{SPEAKER}" for the person whose message you are answering, or another participant\'s external id. '
+    "Only facts about the project, not about anyone, may go without a subject. source_message_ids: the "
+    "messages the memory was learned from, when not the one you are answering."
+)
 
 
 def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def participants_text(participants: Sequence[Participant]) -> str:
+    """The turn's participants as a model reads them: who is speaking, and the subject to name for
+    each. Names are quoted: a display name is what a person chose, not an instruction."""
+    if not participants:
+        return ""
+    lines = ["People in this conversation. " + ATTRIBUTION]
+    for person in participants:
+        line = (
+            f"- {json.dumps(person.display_name, ensure_ascii=False)}: external id "
+            f"{json.dumps(person.external_id, ensure_ascii=False)}, actor id {person.actor_id}, "
+            f"on {person.connector}"
+        )
+        lines.append(line + (f'; speaking now (subject "{SPEAKER}")' if person.speaking else ""))
+    return "\n".join(lines)
 
 
 def tool_call_parts(item: Any, format: ToolFormat) -> tuple[str, str, dict[str, Any]]:
@@ -73,4 +98,22 @@ def tool_messages(tool_calls: Sequence[Any], round: Round, format: ToolFormat = 
         {"type": "tool_result", "tool_use_id": ident, "content": result_content(r), "is_error": r.status == "error"}
         for ident, r in pairs
     ]
+    return [{"role": "user", "content": blocks}]
+
+
+def refused_messages(
+    tool_calls: Sequence[Any], error: EngramError, format: ToolFormat = "openai"
+) -> list[dict[str, Any]]:
+    """A round the API refused (a ``4xx``: nothing ran, no round was used) answered to each of the
+    model's tool calls, with the API's code, message and detail, so the model can correct the calls
+    (``subject_required`` names the participants) and try again."""
+    content = json.dumps(
+        {"status": "refused", "code": error.code, "message": error.message, "detail": error.detail},
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+    idents = [tool_call_parts(call, format)[0] for call in tool_calls]
+    if format == "openai":
+        return [{"role": "tool", "tool_call_id": ident, "content": content} for ident in idents]
+    blocks = [{"type": "tool_result", "tool_use_id": ident, "content": content, "is_error": True} for ident in idents]
     return [{"role": "user", "content": blocks}]

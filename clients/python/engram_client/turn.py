@@ -27,7 +27,7 @@ from engram_client.errors import (
     TurnClosed,
 )
 from engram_client.tools import tool_calls_to_verb_calls
-from engram_client.types import Ledger, Recall, Reply, Round, ToolFormat, Tools, Turn, VerbCall
+from engram_client.types import Ledger, Participant, Recall, Reply, Round, ToolFormat, Tools, Turn, VerbCall
 
 if TYPE_CHECKING:
     from engram_client.client import AsyncEngram, Engram
@@ -146,6 +146,16 @@ class TurnSession:
         return self.turn.recall
 
     @property
+    def participants(self) -> list[Participant]:
+        """The conversation's people the model may name as a memory's subject (show them to it)."""
+        return self.turn.participants
+
+    @property
+    def speaker(self) -> Participant | None:
+        """The author of the message being answered: whom ``subject="speaker"`` names."""
+        return self.turn.speaker
+
+    @property
     def rounds_left(self) -> int:
         return self._rules.rounds_left
 
@@ -240,6 +250,14 @@ class AsyncTurnSession:
     @property
     def recall(self) -> Recall | None:
         return self.turn.recall
+
+    @property
+    def participants(self) -> list[Participant]:
+        return self.turn.participants
+
+    @property
+    def speaker(self) -> Participant | None:
+        return self.turn.speaker
 
     @property
     def rounds_left(self) -> int:

@@ -7,9 +7,58 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-#: A verb call as the rounds endpoint takes it: ``{"verb": "recall", "query": "..."}``.
+#: A verb call as the rounds endpoint takes it: ``{"verb": "recall", "query": "..."}``. Calls are
+#: sent as given, so an argument the server adds passes through before this package names it.
 VerbCall = dict[str, Any]
 ToolFormat = Literal["openai", "anthropic"]
+#: The belief types that are about a person: a ``remember`` of one of these without a subject is
+#: refused (``400 subject_required``). Other types (project facts, decisions, …) may have none.
+PERSON_BELIEF_TYPES = frozenset({"preference", "user_model_attr", "relationship"})
+#: ``subject="speaker"``: the author of the inbound message the turn answers.
+SPEAKER = "speaker"
+#: The most message ids one ``remember`` may name as its sources.
+MAX_SOURCE_MESSAGES = 20
+
+
+class Remember(TypedDict, total=False):
+    """The arguments of a ``remember`` call, for type checkers (a plain dict works the same).
+
+    ``subject``: ``"speaker"`` or a participant's ``external_id`` (or ``subject_actor_id``, a
+    participant's actor id; never both). ``source_message_ids``: the messages in front of this turn
+    the belief was learned from (the inbound message, the loaded history, this turn's
+    ``search_history`` hits; at most 20); by default the inbound message."""
+
+    verb: Literal["remember"]
+    body: str
+    belief_type: str
+    subject: str
+    subject_actor_id: int
+    source_message_ids: list[int]
+    portability: str
+    authority: str
+    confidence: float
+    salience: float
+    always_on: bool
+    valid_from: str
+    valid_to: str
+
+
+class Amend(TypedDict, total=False):
+    """The arguments of an ``amend`` call; ``subject`` / ``subject_actor_id`` as for :class:`Remember`,
+    given only to re-attribute the memory."""
+
+    verb: Literal["amend"]
+    id: str
+    body: str
+    subject: str
+    subject_actor_id: int
+    belief_type: str
+    portability: str
+    confidence: float
+    salience: float
+    always_on: bool
+    valid_from: str
+    valid_to: str
 
 
 class Connector(TypedDict):
@@ -73,6 +122,102 @@ class Ingested:
 
 
 @dataclass(frozen=True)
+class Participant:
+    """One of the conversation's people the model may name as a memory's subject: ``remember`` and
+    ``amend`` take ``subject="speaker"`` (the author of the message being answered, the one whose
+    ``speaking`` is true) or ``subject=<external_id>``. ``connector`` is its namespace, e.g.
+    ``slack:acme``."""
+
+    actor_id: int
+    external_id: str
+    display_name: str
+    connector: str
+    speaking: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Participant:
+        return cls(
+            actor_id=int(data["actor_id"]),
+            external_id=str(data["external_id"]),
+            display_name=str(data.get("display_name") or data["external_id"]),
+            connector=str(data.get("connector", "")),
+            speaking=bool(data.get("speaking")),
+        )
+
+
+def _participants(data: dict[str, Any]) -> list[Participant]:
+    return [Participant.from_json(p) for p in data.get("participants") or []]
+
+
+def _speaker(participants: list[Participant]) -> Participant | None:
+    return next((p for p in participants if p.speaking), None)
+
+
+@dataclass(frozen=True)
+class ActorLabel:
+    """A person as a memory names them: their actor id and the label rendered from their current
+    actor record (``Victor (id U123)``)."""
+
+    actor_id: int
+    label: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> ActorLabel | None:
+        if not data or data.get("actor_id") is None:
+            return None
+        return cls(actor_id=int(data["actor_id"]), label=str(data.get("label", "")))
+
+
+@dataclass(frozen=True)
+class RecallItem:
+    """One recalled memory. ``subject``: whom it is about (None for a project fact). ``source``: the
+    first person whose words it rests on; ``sources``: every such person, ``source`` first."""
+
+    id: str
+    entry_id: int
+    revision_id: int
+    statement: str
+    subject: ActorLabel | None
+    source: ActorLabel | None
+    sources: list[ActorLabel]
+    belief_type: str
+    authority: str
+    confidence_band: str
+    learned_in: str
+    carried: bool
+    recorded_at: str
+    conflicts: list[str]
+    blocked: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RecallItem:
+        source = ActorLabel.from_json(data.get("source"))
+        if "sources" in data:
+            sources = [s for s in (ActorLabel.from_json(d) for d in data["sources"] or []) if s is not None]
+        else:  # a server from before ``sources``: the one source it names
+            sources = [source] if source is not None else []
+        return cls(
+            id=str(data.get("id") or ""),
+            entry_id=int(data.get("entry_id") or 0),
+            revision_id=int(data.get("revision_id") or 0),
+            statement=str(data.get("statement") or ""),
+            subject=ActorLabel.from_json(data.get("subject")),
+            source=source,
+            sources=sources,
+            belief_type=str(data.get("belief_type") or ""),
+            authority=str(data.get("authority") or ""),
+            confidence_band=str(data.get("confidence_band") or ""),
+            learned_in=str(data.get("learned_in") or ""),
+            carried=bool(data.get("carried")),
+            recorded_at=str(data.get("recorded_at") or ""),
+            conflicts=[str(c) for c in data.get("conflicts") or []],
+            blocked=data.get("blocked") or None,
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
 class Recall:
     """A rendered memory block: the session snapshot or a turn's in-turn recall."""
 
@@ -81,7 +226,7 @@ class Recall:
     rendered_sha256: str
     tokens: int
     degradation: str
-    items: list[dict[str, Any]]
+    items: list[RecallItem]
     corrections: list[str]
     raw: dict[str, Any] = field(repr=False, compare=False)
 
@@ -93,7 +238,7 @@ class Recall:
             rendered_sha256=data["rendered_sha256"],
             tokens=int(data["tokens"]),
             degradation=data.get("degradation", ""),
-            items=list(data.get("items", [])),
+            items=[RecallItem.from_json(item) for item in data.get("items", [])],
             corrections=list(data.get("corrections", [])),
             raw=data,
         )
@@ -101,7 +246,7 @@ class Recall:
     @property
     def ids(self) -> list[str]:
         """The ``m:…`` ids of the items, in rendered order (what a reply may cite)."""
-        return [str(item["id"]) for item in self.items if item.get("id")]
+        return [item.id for item in self.items if item.id]
 
 
 @dataclass(frozen=True)
@@ -112,6 +257,8 @@ class Session:
     snapshot_sha256: str
     snapshot_block: str
     snapshot: Recall | None
+    #: The conversation's people; ``speaking`` marks the session's requester.
+    participants: list[Participant]
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -124,8 +271,14 @@ class Session:
             snapshot_sha256=data["snapshot_sha256"],
             snapshot_block=data["snapshot_block"],
             snapshot=Recall.from_json(snapshot) if snapshot else None,
+            participants=_participants(data),
             raw=data,
         )
+
+    @property
+    def requester(self) -> Participant | None:
+        """The participant the session serves, when it has one."""
+        return _speaker(self.participants)
 
 
 @dataclass(frozen=True)
@@ -137,6 +290,9 @@ class Turn:
     rounds_left: int
     tools: list[str]
     recall: Recall | None
+    #: The conversation's people the model may name as a memory's subject; ``speaking`` marks the
+    #: author of the inbound message being answered.
+    participants: list[Participant]
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -150,8 +306,14 @@ class Turn:
             rounds_left=int(data["rounds_left"]),
             tools=list(data["tools"]),
             recall=Recall.from_json(recall) if recall else None,
+            participants=_participants(data),
             raw=data,
         )
+
+    @property
+    def speaker(self) -> Participant | None:
+        """The author of the inbound message: whom ``subject="speaker"`` names."""
+        return _speaker(self.participants)
 
 
 @dataclass(frozen=True)
@@ -311,3 +473,56 @@ class Tools:
             tools=list(data["tools"]),
             raw=data,
         )
+
+
+@dataclass(frozen=True)
+class Consent:
+    """One person's answer to a sharing request: a ``source`` (the memory rests on their words) or its
+    ``subject`` (another person it is about). The grant is created only once every consent is
+    ``given``, or by an operator's review."""
+
+    actor_id: int
+    label: str
+    role: str  # source | subject
+    state: str  # given | pending | denied
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Consent:
+        return cls(
+            actor_id=int(data["actor_id"]),
+            label=str(data.get("label", "")),
+            role=str(data["role"]),
+            state=str(data["state"]),
+        )
+
+
+@dataclass(frozen=True)
+class SharingRequest:
+    """An item of ``GET /api/v1/me/sharing-requests``: a request awaiting the signed-in person's answer,
+    with every consent it needs. That endpoint belongs to the end user's login session, not to an
+    agent's API key: the client has no method for it, only this type for code that reads it."""
+
+    request_id: int
+    id: str
+    statement: str
+    conversation: str
+    state: str
+    consents: list[Consent]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SharingRequest:
+        return cls(
+            request_id=int(data["request_id"]),
+            id=str(data["id"]),
+            statement=str(data["statement"]),
+            conversation=str(data["conversation"]),
+            state=str(data["state"]),
+            consents=[Consent.from_json(c) for c in data.get("consents") or []],
+            raw=data,
+        )
+
+    @property
+    def pending(self) -> list[Consent]:
+        """The consents still awaited."""
+        return [c for c in self.consents if c.state == "pending"]

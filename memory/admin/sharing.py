@@ -95,6 +95,18 @@ def consent_text(request: SharingRequest) -> str:
     )
 
 
+@admin.register(SharingConsent)
+class SharingConsentAdmin(ReadOnlyAdmin):
+    """Each person's answer to a sharing request: given or refused by that person, never edited here."""
+
+    tenant_path = "request__agent__tenant"
+    list_display = ("id", "request", "actor", "role", "state", "decided_at")
+    list_filter = ("role", "state")
+    list_select_related = ("request", "actor")
+    search_fields = ("=request__id",)
+    show_full_result_count = False
+
+
 @admin.register(SharingGrant)
 class SharingGrantAdmin(ReadOnlyAdmin):
     """Grants are created only by decisions and only ever revoked; revocation applies on the next read."""

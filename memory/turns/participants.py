@@ -6,9 +6,11 @@ the model names in ``remember`` or ``amend`` is resolved here, among those parti
 authors of the messages in front of the turn (its loaded history and search results), and nowhere
 else: an actor id outside them is refused (``subject_not_participant``), whatever the model claims.
 
-Participants are people the connector authenticated: the conversation's readers (a members or
-external audience names them) and the authors of its recent inbound messages that carry source
-evidence, never the agent's own identity. Display names reach the model only through
+Participants are the conversation's people: its readers (a members or external audience names
+them), the people the message being answered names (an agent's actor whose display name or external
+id it contains as a word: Bob telling the agent about Alice may make a memory about Alice), and the
+authors of its recent inbound messages that carry source evidence; never the agent's own identity.
+Display names reach the model only through
 :func:`memory.retrieval.safety.model_name`, like every other outside text.
 """
 
@@ -18,9 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from accounts.selectors import actors_named_in
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from history.models import Conversation, Turn
+from memory.retrieval.query import named_actor_ids
+from memory.retrieval.safety import WITHHELD_NAME, model_name
 
 #: At most this many participants are listed (the speaker and readers first): a large channel's
 #: hundreds of past speakers are not all worth the prompt's room, and the model may still name the
@@ -95,15 +100,25 @@ class Participant:
         }
 
 
-def conversation_participants(conversation: Conversation, *, speaker_id: int | None) -> list[Participant]:
-    """The speaker first, then the conversation's readers, then its recent authenticated authors."""
-    named = list(dict.fromkeys([*([speaker_id] if speaker_id is not None else []), *conversation.audience_readers]))
-    params = {"conversation_id": conversation.pk, "named": named, "agent_id": conversation.agent_id}
+def conversation_participants(
+    conversation: Conversation, *, speaker_id: int | None, said: str = ""
+) -> list[Participant]:
+    """The speaker first, then the conversation's readers, then the people ``said`` (the message being
+    answered) names, then the conversation's recent authenticated authors."""
+    mentioned = named_actor_ids(said, actors_named_in(conversation.agent_id, said)) if said.strip() else ()
+    named = [*([speaker_id] if speaker_id is not None else []), *conversation.audience_readers, *mentioned]
+    params = {
+        "conversation_id": conversation.pk,
+        "named": list(dict.fromkeys(named)),
+        "agent_id": conversation.agent_id,
+    }
     return _participants(PARTICIPANTS_SQL, params, speaker_id=speaker_id)
 
 
 def turn_participants(turn: Turn) -> list[Participant]:
-    return conversation_participants(turn.session.conversation, speaker_id=turn.requester_id)
+    # The inbound message is already loaded when the turn has just started (turn_start sets it).
+    said = turn.inbound_message.body
+    return conversation_participants(turn.session.conversation, speaker_id=turn.requester_id, said=said)
 
 
 def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None) -> list[Participant]:
@@ -113,7 +128,7 @@ def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None
     return [
         Participant(
             actor_id=actor_id,
-            external_id=external_id,
+            external_id=model_name(external_id) or WITHHELD_NAME,
             display_name=_screened_name(display_name, external_id),
             connector=f"{connector_type}:{connector_name}",
             speaking=actor_id == speaker_id,
@@ -123,7 +138,9 @@ def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None
 
 
 def _screened_name(display_name: str, external_id: str) -> str:
-    return display_name
+    """A participant's name as the model reads it: screened like every other name, and the external
+    id when it fails (the participant is still nameable, by that id)."""
+    return model_name(display_name) or model_name(external_id) or WITHHELD_NAME
 
 
 def nameable_subjects(turn: Turn) -> list[Participant]:

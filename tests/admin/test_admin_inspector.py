@@ -205,10 +205,11 @@ def test_amend_can_change_the_subject_to_a_person_of_this_agent_only(admin_clien
     stranger = build_world("other").alice
     refused = admin_client.post(amend_url(world.entry), amend_data(current, subject=stranger.pk))
     assert refused.status_code == 200 and "subject" in refused.context["form"].errors
-    accepted = admin_client.post(amend_url(world.entry), amend_data(current, subject=""))
+    bob = Actor.objects.get(connector=world.alice.connector, display_name="Bob")
+    accepted = admin_client.post(amend_url(world.entry), amend_data(current, subject=bob.pk))
     assert accepted.status_code == 302
     world.entry.refresh_from_db()
-    assert world.entry.current_revision is not None and world.entry.current_revision.subject_id is None
+    assert world.entry.current_revision is not None and world.entry.current_revision.subject_id == bob.pk
 
 
 def test_forgotten_entries_and_other_tenants_cannot_be_amended(world: World):

@@ -52,6 +52,7 @@ from memory.models import (
     RevisionConflict,
     RevisionEmbedding,
     RevisionSearchDocument,
+    SharingConsent,
     SharingGrant,
     SharingRequest,
 )
@@ -155,6 +156,7 @@ def build_world(slug: str) -> World:
         audience_kind="workspace",
         audience_namespace=connector.namespace,
     )
+    consent = SharingConsent.objects.create(request=sharing, actor=alice, role="source")
     grant = SharingGrant.objects.create(
         agent=agent,
         revision=amended.revision,
@@ -226,6 +228,7 @@ def build_world(slug: str) -> World:
         MemoryEvidence: MemoryEvidence.objects.filter(revision=amended.revision).earliest("pk"),
         RevisionConflict: conflict,
         SharingRequest: sharing,
+        SharingConsent: consent,
         SharingGrant: grant,
         EmbeddingGeneration: generation,
         **embeddings,

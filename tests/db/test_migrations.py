@@ -170,3 +170,83 @@ def test_every_function_of_an_sql_file_is_created_or_replaced_in_the_public_sche
         text = (SQL_DIR / name).read_text(encoding="utf-8")
         assert re.findall(r"^CREATE (?!OR REPLACE FUNCTION)\w+", text, flags=re.MULTILINE) == [], name
         assert created_functions(name), name
+
+
+def test_existing_revisions_keep_their_single_source_and_requests_ask_their_confirmer(
+    empty_database: BaseDatabaseWrapper,
+) -> None:
+    """Before source actors were recorded as a list, a revision had one source actor and a sharing
+    request one confirmer: after the migration the revision rests on that one person's words, and the
+    request asks that one person, in the state it was in."""
+    _migrate("memory", "0003_embedding_tables")
+    old = MigrationLoader(empty_database).project_state(("memory", "0003_embedding_tables")).apps
+    db = ALIAS
+
+    def make(label: str, **fields: Any) -> Any:
+        app_label, model_name = label.split(".")
+        return old.get_model(app_label, model_name).objects.using(db).create(**fields)
+
+    tenant = make("accounts.Tenant", name="T", slug="t")
+    agent = make("accounts.RuntimeAgent", tenant=tenant, name="a")
+    connector = make("accounts.Connector", agent=agent, type="slack", name="acme")
+    alice = make("accounts.Actor", tenant=tenant, connector=connector, external_id="U1", display_name="Alice")
+    dm = make(
+        "history.Conversation",
+        agent=agent,
+        connector=connector,
+        external_thread_id="D1",
+        audience_kind="members",
+        audience_namespace="slack:acme",
+        audience_readers=[alice.pk],
+    )
+    general = make(
+        "history.Conversation",
+        agent=agent,
+        connector=connector,
+        external_thread_id="C1",
+        audience_kind="workspace",
+        audience_namespace="slack:acme",
+    )
+    revisions = []
+    for number, source in enumerate((alice, None), start=1):
+        entry = make("memory.MemoryEntry", agent=agent)
+        revisions.append(
+            make(
+                "memory.MemoryRevision",
+                entry=entry,
+                agent=agent,
+                number=1,
+                body=f"Statement {number}.",
+                source_actor=source,
+                belief_type="project_fact",
+                created_by="remember",
+                audience_kind="members",
+                audience_namespace="slack:acme",
+                audience_readers=[alice.pk],
+            )
+        )
+    for state in ("pending", "approved"):
+        make(
+            "memory.SharingRequest",
+            agent=agent,
+            revision=revisions[0],
+            conversation=general,
+            confirmer=alice,
+            state=state,
+            audience_kind="workspace",
+            audience_namespace="slack:acme",
+        )
+    assert dm.pk
+
+    _migrate("memory")
+    with empty_database.cursor() as cursor:
+        cursor.execute("SELECT body, source_actor_ids FROM memory_memoryrevision ORDER BY id")
+        assert cursor.fetchall() == [("Statement 1.", [alice.pk]), ("Statement 2.", [])]
+        cursor.execute(
+            "SELECT r.state, c.actor_id, c.role, c.state FROM memory_sharingconsent c"
+            " JOIN memory_sharingrequest r ON r.id = c.request_id ORDER BY r.id"
+        )
+        assert cursor.fetchall() == [
+            ("pending", alice.pk, "source", "pending"),
+            ("approved", alice.pk, "source", "given"),
+        ]

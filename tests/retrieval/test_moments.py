@@ -178,7 +178,9 @@ def test_a_message_without_terms_of_its_own_is_recalled_for_through_the_messages
     """A message like "And then?" names nothing: the conversation's latest messages carry the task, and
     the recall (its trace records the query it ran) finds what they were about. A message with terms of
     its own is recalled for by itself alone."""
-    fact = ws.remember("Allergic to peanuts.", said_in=ws.alice_dm, by=ws.alice, belief_type="user_model_attr")
+    fact = ws.remember(
+        "Allergic to peanuts.", said_in=ws.alice_dm, by=ws.alice, about=ws.alice, belief_type="user_model_attr"
+    )
     session = open_session(ws)
     ws.say(ws.alice_dm, ws.alice, "Which snacks with peanuts should I avoid?")
 

@@ -86,9 +86,10 @@ def test_remember_creates_a_new_entry_and_never_modifies_an_existing_one(world: 
 def test_remember_records_authenticated_source_and_its_audience(world: World) -> None:
     """The source actor comes from the authenticated message, and the source audience from its conversation."""
     said = world.say(world.alice_dm, world.alice, "I prefer short answers")
-    revision = remember(world, "Prefers short answers.", said, belief_type="preference")
+    revision = remember(world, "Prefers short answers.", said, belief_type="preference", subject_id=world.alice.pk)
 
     assert revision.source_actor_id == world.alice.pk
+    assert revision.source_actor_ids == [world.alice.pk]
     assert revision.audience == Audience.members("slack:acme", [world.alice.pk])
     evidence = MemoryEvidence.objects.get(revision=revision)
     assert (evidence.kind, evidence.message_id) == (EvidenceKind.SOURCE_MESSAGE, said.pk)

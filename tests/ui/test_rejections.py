@@ -166,7 +166,8 @@ def test_the_service_refuses_items_the_user_cannot_see(world: World) -> None:
 
 
 def alice_remembers(world: World, body: str, subject: str = "U200") -> dict[str, object]:
-    turn = world.runtime.turn("dm-alice", "U200", "Please remember this.")
+    about = world.runtime.actor(subject).display_name
+    turn = world.runtime.turn("dm-alice", "U200", f"Please remember this about {about}.")
     response = world.runtime.round(
         turn["turn_id"], {"verb": "remember", "body": body, "subject_actor_id": world.runtime.actor(subject).pk}
     )

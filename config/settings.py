@@ -197,7 +197,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["config.api.SafeJSONParser"],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.IsAgent"],
+    # An endpoint that declares nothing is an agent runtime's: the API key must carry the runtime scope.
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.IsAgent", "accounts.authentication.RuntimeScope"],
     "EXCEPTION_HANDLER": "config.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -214,6 +215,11 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AudienceKindEnum": "history.audience.AudienceKind",
     },
+    # Each agent operation names the API key scope it requires and documents the 403 without it.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "accounts.authentication.document_scopes",
+    ],
 }
 
 # --- Celery ---------------------------------------------------------------------------------------

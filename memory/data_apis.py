@@ -1,11 +1,13 @@
 """The management API: an agent's own memories, read outside any turn.
 
 Read-only, bound to the agent of the API key (the same perspective rule as every other endpoint: an
-entry of another agent or tenant answers 404 exactly like a missing one). What it returns is what an
-operator of the tenant already sees in the admin inspector: the entries, their revision history with
-evidence (ids, never message text), grants and rejections (kinds, never correction text). These reads
-are not recalls: they write no trace, audit row or ledger entry, change no usage statistics, and no
-turn's provenance can include them. Views are thin: validate the filters, call a selector, serialize.
+entry of another agent or tenant answers 404 exactly like a missing one), and only for a key with the
+``manage`` scope (``ManageScope``: a runtime key answers ``403 insufficient_scope`` before anything is
+read). What it returns is what an operator of the tenant already sees in the admin inspector: the
+entries, their revision history with evidence (ids, never message text), grants and rejections (kinds,
+never correction text). These reads are not recalls: they write no trace, audit row or ledger entry,
+change no usage statistics, and no turn's provenance can include them. Views are thin: validate the
+filters, call a selector, serialize.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import request_agent
+from accounts.authentication import IsAgent, ManageScope, request_agent
 from accounts.models import Actor
 from config.api import ErrorSerializer, StrictSerializer
 from memory.models import EntryStatus, MemoryEntry, MemoryRevision, Portability, short_id
 from memory.selectors import MemoryFilters, RevisionHistory, memories_of_agent, memory_history
 
+#: 403 (``insufficient_scope``) is documented by accounts.authentication.document_scopes.
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
+#: The management reads need a key with the manage scope (a runtime key is refused).
+MANAGE = [IsAgent, ManageScope]
 
 
 class MemoryCursorPagination(CursorPagination):
@@ -214,6 +219,7 @@ def _history(item: RevisionHistory) -> dict[str, Any]:
 
 
 class MemoryListApi(ListAPIView[MemoryEntry]):
+    permission_classes = MANAGE
     pagination_class = MemoryCursorPagination
     serializer_class = MemoryOut
 
@@ -254,6 +260,8 @@ class MemoryListApi(ListAPIView[MemoryEntry]):
 
 
 class MemoryDetailApi(APIView):
+    permission_classes = MANAGE
+
     @extend_schema(
         operation_id="memories_retrieve",
         summary="Read one memory with its history",

@@ -39,6 +39,8 @@ from memory.models import (
     EntryStatus,
     ErasureEvent,
     IndexOutbox,
+    ManagementEndpoint,
+    ManagementReadEvent,
     MemoryEntry,
     MemoryEvidence,
     MemoryOperation,
@@ -75,6 +77,7 @@ IMMUTABLE = [
     RevisionEmbedding,
     MessageEmbedding,
     ErasureEvent,
+    ManagementReadEvent,
 ]
 #: Installation-wide rows with no tenant: superusers only.
 GLOBAL = [EmbeddingGeneration, IndexOutbox]
@@ -204,6 +207,9 @@ def build_world(slug: str) -> World:
     miss = RecallMiss.objects.create(agent=agent, subject=bob, count=3, last_missed_at=now)
     tombstone = DeletedRevision.objects.create(revision_id=amended.revision.pk + 1000, agent=agent, deleted_at=now)
     erasure = ErasureEvent.objects.create(tenant=tenant, kind="person", actor_id=bob.pk, requested_by="admin:root")
+    management_read = ManagementReadEvent.objects.create(
+        agent=agent, api_key=api_key, endpoint=ManagementEndpoint.MEMORIES_RETRIEVE, entry_ids=[first.entry.pk]
+    )
     rows: dict[type[Model], Model] = {
         Tenant: tenant,
         RuntimeAgent: agent,
@@ -238,6 +244,7 @@ def build_world(slug: str) -> World:
         RecallMiss: miss,
         DeletedRevision: tombstone,
         ErasureEvent: erasure,
+        ManagementReadEvent: management_read,
     }
     return World(
         tenant=tenant,

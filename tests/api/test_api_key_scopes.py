@@ -1,7 +1,8 @@
 """API key scopes, through the HTTP API: a ``runtime`` key calls what an agent runtime calls and is
 refused the management reads with ``403 insufficient_scope`` before anything is read or written; a
-``manage`` key reads the agent's memories; a manage-only key cannot start a turn or call any runtime
-endpoint; a key may carry both. The database refuses a key without a known scope,
+``manage`` key reads the agent's memories, and each read leaves an append-only audit row naming the
+key, the endpoint, the entry ids shown and the list's filters; a manage-only key cannot start a turn
+or call any runtime endpoint; a key may carry both. The database refuses a key without a known scope,
 and keys issued before scopes existed became runtime keys (tests/db/test_migrations.py)."""
 
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 from accounts.models import ApiKey, ApiScope
 from accounts.services import api_key_create
 from config.errors import ServiceError
 from history.models import Session, Turn
-from memory.models import MemoryEntry
+from memory.models import ManagementEndpoint, ManagementReadEvent, MemoryEntry
 from tests.api.conftest import Runtime, runtime_for
+from tests.factories import AgentFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +55,45 @@ def test_a_runtime_key_is_refused_the_management_reads_and_nothing_is_written(
         refused_for_scope(response, "manage")
         assert response.json()["detail"]["key_scopes"] == ["runtime"]
         assert "Lisbon" not in response.content.decode()
+    assert not ManagementReadEvent.objects.exists()
+
+
+def test_a_manage_key_reads_and_each_read_is_audited_with_the_key_and_the_ids(
+    runtime: Runtime, remembered: list[int]
+) -> None:
+    manager = runtime.manager()
+    key = ApiKey.objects.get(agent=runtime.agent, scopes=[ApiScope.MANAGE])
+
+    listed = manager.get("/api/v1/memories?status=live&page_size=1")
+    assert listed.status_code == 200, listed.json()
+    assert [m["id"] for m in listed.json()["results"]] == remembered[:1]
+    detail = manager.get(f"/api/v1/memories/{remembered[1]}")
+    assert detail.status_code == 200 and detail.json()["id"] == remembered[1]
+
+    first, second = ManagementReadEvent.objects.order_by("pk")
+    assert (first.agent_id, first.api_key_id, first.endpoint) == (
+        runtime.agent.pk,
+        key.pk,
+        ManagementEndpoint.MEMORIES_LIST,
+    )
+    assert first.entry_ids == remembered[:1]
+    assert first.filters == {"status": "live", "page_size": 1}
+    assert (second.api_key_id, second.endpoint, second.entry_ids, second.filters) == (
+        key.pk,
+        ManagementEndpoint.MEMORIES_RETRIEVE,
+        [remembered[1]],
+        {},
+    )
+    assert first.created_at <= second.created_at
+
+
+def test_a_read_that_answers_404_or_400_records_nothing(runtime: Runtime, remembered: list[int]) -> None:
+    manager = runtime.manager()
+    stranger = runtime_for(AgentFactory.create(tenant=runtime.agent.tenant), ApiScope.MANAGE)
+    assert stranger.get(f"/api/v1/memories/{remembered[0]}").status_code == 404
+    assert manager.get("/api/v1/memories/999999999").status_code == 404
+    assert manager.get("/api/v1/memories?status=alive").status_code == 400
+    assert not ManagementReadEvent.objects.exists()
 
 
 def test_a_manage_only_key_cannot_start_a_turn_or_call_any_runtime_endpoint(runtime: Runtime) -> None:
@@ -80,6 +121,7 @@ def test_a_key_with_both_scopes_calls_both(runtime: Runtime, remembered: list[in
     both = runtime_for(runtime.agent, ApiScope.RUNTIME, ApiScope.MANAGE)
     assert both.get("/api/v1/memories").status_code == 200
     assert both.turn("general", "U100", "Morning, what is new?")["turn_id"]
+    assert ManagementReadEvent.objects.count() == 1
 
 
 def test_no_key_is_still_401_before_any_scope(runtime: Runtime) -> None:
@@ -101,6 +143,16 @@ def test_the_database_refuses_a_key_with_no_scope_or_an_unknown_one(runtime: Run
         "runtime",
         "manage",
     ]
+
+
+def test_the_audit_rows_refuse_update_and_delete_in_the_database(runtime: Runtime, remembered: list[int]) -> None:
+    assert runtime.manager().get(f"/api/v1/memories/{remembered[0]}").status_code == 200
+    row = ManagementReadEvent.objects.get()
+    with pytest.raises(DatabaseError, match="pgtrigger: Cannot"), transaction.atomic():
+        ManagementReadEvent.objects.filter(pk=row.pk).update(entry_ids=[1])
+    with pytest.raises(DatabaseError, match="pgtrigger: Cannot"), transaction.atomic():
+        ManagementReadEvent.objects.filter(pk=row.pk).delete()
+    assert ManagementReadEvent.objects.get().entry_ids == [remembered[0]]
 
 
 def test_the_schema_names_each_operations_scope_and_documents_the_403(runtime: Runtime) -> None:

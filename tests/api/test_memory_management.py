@@ -1,6 +1,6 @@
 """The management API: an agent lists and reads its own memories outside any turn, with a key of the
 manage scope; another agent's or tenant's memory answers 404 like a missing one; the reads leave no
-trace, audit row or ledger entry."""
+trace, retrieval event or ledger entry (their own audit is tests/api/test_api_key_scopes.py)."""
 
 from __future__ import annotations
 

@@ -46,6 +46,7 @@ DISTRIBUTED = {
     "history_turn",
     "memory_deletedrevision",
     "memory_indexoutbox",
+    "memory_managementreadevent",
     "memory_memoryentry",
     "memory_memoryevidence",
     "memory_memoryoperation",

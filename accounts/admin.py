@@ -330,8 +330,8 @@ class RuntimeAgentAdmin(TenantScopedAdmin):
 class ApiKeyAdmin(ReadOnlyAdmin):
     """Keys are issued from the agent list and only ever revoked; the digest is never shown."""
 
-    fields = ("prefix", "label", "agent", "created_at", "expires_at", "revoked_at", "last_used_at")
-    list_display = ("prefix", "label", "agent", "created_at", "expires_at", "revoked_at", "last_used_at")
+    fields = ("prefix", "label", "agent", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_display = ("prefix", "label", "agent", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at")
     list_filter = (AgentFilter, ("revoked_at", admin.EmptyFieldListFilter))
     list_select_related = ("agent__tenant",)
     search_fields = ("prefix", "label")

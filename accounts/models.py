@@ -7,6 +7,7 @@ every read starts from it. Agents authenticate with API keys stored only as SHA-
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
@@ -42,6 +43,18 @@ class RuntimeAgent(models.Model):
         return f"{self.name} ({self.tenant.slug})"
 
 
+class ApiScope(models.TextChoices):
+    """What a key may call (accounts.permissions); a key carries one or both."""
+
+    RUNTIME = "runtime", "runtime: what an agent runtime calls (messages, sessions, turns, tools, traces)"
+    MANAGE = "manage", "manage: the management reads of the agent's memories (list and detail)"
+
+
+def default_api_key_scopes() -> list[str]:
+    """A key issued without saying otherwise is a runtime key: the management reads are opted into."""
+    return [ApiScope.RUNTIME.value]
+
+
 class ApiKey(models.Model):
     """An agent's credential. Only the digest is kept; the secret is shown once, at creation."""
 
@@ -56,6 +69,19 @@ class ApiKey(models.Model):
     )
     #: Refreshed at most once a minute (accounts.authentication), so it is not a write per request.
     last_used_at = models.DateTimeField(null=True, blank=True)
+    scopes = ArrayField(
+        models.CharField(max_length=16, choices=ApiScope.choices),
+        default=default_api_key_scopes,
+        help_text="What the key may call: runtime, manage or both.",
+    )
+
+    class Meta:
+        constraints = [
+            # Known scopes only, and at least one: a key that may call nothing is a mistake, not a key.
+            models.CheckConstraint(
+                condition=Q(scopes__contained_by=ApiScope.values) & ~Q(scopes=[]), name="api_key_scopes_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.agent.name})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from accounts.models import Actor, ApiKey, RuntimeAgent, Tenant
+from accounts.models import Actor, ApiKey, ApiScope, RuntimeAgent, Tenant
 from config.errors import Conflict, ServiceError
 from config.text import clean_name
 
@@ -51,12 +52,33 @@ def agent_create(*, tenant: Tenant, name: str) -> RuntimeAgent:
     return RuntimeAgent.objects.create(tenant=tenant, name=name)
 
 
+def api_key_scopes(scopes: Iterable[str]) -> list[str]:
+    """The scopes a key is stored with: known ones, at least one, each once, in ``ApiScope`` order."""
+    asked = set(scopes)
+    unknown = sorted(asked - set(ApiScope.values))
+    if unknown:
+        raise ServiceError(
+            f"unknown API key scope(s): {', '.join(unknown)} (known: {', '.join(ApiScope.values)})",
+            code="unknown_scope",
+        )
+    if not asked:
+        raise ServiceError("an API key needs at least one scope", code="unknown_scope")
+    return [scope for scope in ApiScope.values if scope in asked]
+
+
 @transaction.atomic
-def api_key_create(*, agent: RuntimeAgent, label: str = "", expires_at: datetime | None = None) -> IssuedApiKey:
-    """Issue a key for ``agent``, valid until ``expires_at`` (None: until revoked). The secret is
-    returned once and never stored."""
+def api_key_create(
+    *,
+    agent: RuntimeAgent,
+    label: str = "",
+    expires_at: datetime | None = None,
+    scopes: Iterable[str] = (ApiScope.RUNTIME,),
+) -> IssuedApiKey:
+    """Issue a key for ``agent`` with ``scopes`` (runtime only unless asked), valid until ``expires_at``
+    (None: until revoked). The secret is returned once and never stored."""
     if expires_at is not None and expires_at <= timezone.now():
         raise ServiceError("an API key's expiry must be in the future", code="expiry_in_past")
+    stored_scopes = api_key_scopes(scopes)
     public = secrets.token_hex(4)
     secret = f"{API_KEY_PREFIX}_{public}_{secrets.token_urlsafe(32)}"
     api_key = ApiKey.objects.create(
@@ -65,6 +87,7 @@ def api_key_create(*, agent: RuntimeAgent, label: str = "", expires_at: datetime
         prefix=f"{API_KEY_PREFIX}_{public}",
         digest=api_key_digest(secret),
         expires_at=expires_at,
+        scopes=stored_scopes,
     )
     return IssuedApiKey(api_key=api_key, secret=secret)
 
@@ -79,13 +102,13 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 
 @transaction.atomic
 def api_key_rotate(*, api_key: ApiKey, expires_at: datetime | None = None) -> IssuedApiKey:
-    """Replace a live key: a new key for the same agent and label, and the old one revoked in the same
+    """Replace a live key: a new key for the same agent, label and scopes, and the old one revoked in the same
     transaction, so there is never a moment with both or neither. A revoked or expired key is not
     rotated (issue a new one instead): rotation must not bring a dead credential back."""
     locked = ApiKey.objects.select_for_update().get(pk=api_key.pk)
     if locked.revoked_at is not None or (locked.expires_at is not None and locked.expires_at <= timezone.now()):
         raise Conflict(f"the key {locked.prefix} is revoked or expired; issue a new one", code="api_key_not_live")
-    issued = api_key_create(agent=locked.agent, label=locked.label, expires_at=expires_at)
+    issued = api_key_create(agent=locked.agent, label=locked.label, expires_at=expires_at, scopes=locked.scopes)
     api_key_revoke(api_key=locked)
     return issued
 

@@ -18,6 +18,14 @@ class ServiceError(Exception):
         self.detail = detail or {}
 
 
+class Forbidden(ServiceError):
+    """The credential is valid but may not call this operation (an API key without the scope it needs).
+    Never for a row of another perspective: that answers ``NotFound``, like a missing one."""
+
+    status = 403
+    code = "forbidden"
+
+
 class NotFound(ServiceError):
     """Missing, or not visible from this perspective: the two are indistinguishable on purpose."""
 

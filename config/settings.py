@@ -4,13 +4,14 @@ filesystem Celery broker, so a fresh checkout needs no server of any kind."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config import production
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ENGRAM_VAR_DIR", BASE_DIR / "var"))
@@ -24,9 +25,25 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _env_bool("ENGRAM_DEBUG", False)
-#: Public, so never a secret: the production profile refuses to start with it (config/checks.py).
-DEVELOPMENT_SECRET_KEY = "engram-local-development-key-change-me-in-production"
+#: Public, so never a secret: the production profile refuses to start with it (config/production.py).
+DEVELOPMENT_SECRET_KEY = production.DEVELOPMENT_SECRET_KEY
 SECRET_KEY = os.environ.get("ENGRAM_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+# Key for the HMAC digests in audit rows (query text is never stored there). Empty: no digest. Unset,
+# it is derived from SECRET_KEY under a label of its own, so it never equals the secret itself; the
+# production profile requires a separate random value (docs/operations.md), so that one leaked secret
+# does not expose both.
+ENGRAM_AUDIT_KEY = os.environ.get("ENGRAM_AUDIT_KEY", production.derived_audit_key(SECRET_KEY))
+# ENGRAM_ENV=production switches on the production profile. Its refusals (config/production.py: the
+# development or an empty SECRET_KEY, DEBUG on, an audit key that is not a secret of its own) stop
+# this module from loading, before anything starts (the embedded server, a worker, gunicorn), with
+# ImproperlyConfigured naming each problem and the variable to set; the HTTPS settings further down
+# default to on. Each one is overridable; docs/operations.md lists them.
+ENGRAM_ENV = os.environ.get("ENGRAM_ENV", "development").strip().lower()
+PRODUCTION = ENGRAM_ENV == "production"
+if PRODUCTION:
+    _refused = production.production_problems(secret_key=SECRET_KEY, debug=DEBUG, audit_key=ENGRAM_AUDIT_KEY)
+    if _refused:
+        raise ImproperlyConfigured(production.refusal_message(_refused))
 ALLOWED_HOSTS = [h for h in os.environ.get("ENGRAM_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("ENGRAM_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -180,7 +197,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["config.api.SafeJSONParser"],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.IsAgent"],
+    # An endpoint that declares nothing is an agent runtime's: the API key must carry the runtime scope.
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.IsAgent", "accounts.authentication.RuntimeScope"],
     "EXCEPTION_HANDLER": "config.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -197,6 +215,11 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AudienceKindEnum": "history.audience.AudienceKind",
     },
+    # Each agent operation names the API key scope it requires and documents the 403 without it.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "accounts.authentication.document_scopes",
+    ],
 }
 
 # --- Celery ---------------------------------------------------------------------------------------
@@ -230,12 +253,6 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 
 # --- Engram ---------------------------------------------------------------------------------------
-# Key for the HMAC digests in audit rows (query text is never stored there). Empty: no digest. Unset,
-# it is derived from SECRET_KEY under a label of its own, so it never equals the secret itself; a
-# separate random value (docs/operations.md) keeps one leaked secret from exposing both.
-ENGRAM_AUDIT_KEY = os.environ.get(
-    "ENGRAM_AUDIT_KEY", hmac.new(SECRET_KEY.encode(), b"engram audit digests", hashlib.sha256).hexdigest()
-)
 ENGRAM_MEMORY_TOKEN_ALLOWANCE = int(os.environ.get("ENGRAM_MEMORY_TOKEN_ALLOWANCE", "4096"))
 # Semantic search: "auto" uses pgvector when the server has it, "off" runs lexical-only.
 ENGRAM_SEMANTIC = os.environ.get("ENGRAM_SEMANTIC", "auto")
@@ -263,12 +280,8 @@ LOGGING = {
 }
 
 # --- Start-up, production profile, login lockout and API rate limits ------------------------------
-# ENGRAM_ENV=production switches on the production profile: config/checks.py refuses to start (every
-# manage.py command that runs the system checks, `check` and `migrate` included) with the development
-# SECRET_KEY, with DEBUG on, or with the audit key equal to the secret key, and the HTTPS settings below
-# default to on. Each one is overridable; docs/operations.md lists them.
-ENGRAM_ENV = os.environ.get("ENGRAM_ENV", "development").strip().lower()
-PRODUCTION = ENGRAM_ENV == "production"
+# The production profile (ENGRAM_ENV, read at the top: its refusals come first) turns these HTTPS
+# settings on by default.
 SESSION_COOKIE_SECURE = _env_bool("ENGRAM_SESSION_COOKIE_SECURE", PRODUCTION)
 CSRF_COOKIE_SECURE = _env_bool("ENGRAM_CSRF_COOKIE_SECURE", PRODUCTION)
 SECURE_SSL_REDIRECT = _env_bool("ENGRAM_SSL_REDIRECT", PRODUCTION)

@@ -1,11 +1,15 @@
 """The management API: an agent's own memories, read outside any turn.
 
 Read-only, bound to the agent of the API key (the same perspective rule as every other endpoint: an
-entry of another agent or tenant answers 404 exactly like a missing one). What it returns is what an
-operator of the tenant already sees in the admin inspector: the entries, their revision history with
-evidence (ids, never message text), grants and rejections (kinds, never correction text). These reads
-are not recalls: they write no trace, audit row or ledger entry, change no usage statistics, and no
-turn's provenance can include them. Views are thin: validate the filters, call a selector, serialize.
+entry of another agent or tenant answers 404 exactly like a missing one), and only for a key with the
+``manage`` scope (``ManageScope``: a runtime key answers ``403 insufficient_scope`` before anything is
+read). What it returns is what an operator of the tenant already sees in the admin inspector: the
+entries, their revision history with evidence (ids, never message text), grants and rejections (kinds,
+never correction text). These reads are not recalls: they write no trace, retrieval event or ledger
+entry, change no usage statistics, and no turn's provenance can include them. Each one that answers
+200 writes a ``ManagementReadEvent`` before responding (the key, the endpoint, the entry ids shown and
+the list's filters); a 404 read nothing and records nothing. Views are thin: validate the filters, call
+a selector, record the read, serialize.
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import request_agent
+from accounts.authentication import IsAgent, ManageScope, request_agent, request_principal
 from accounts.models import Actor
 from config.api import ErrorSerializer, StrictSerializer
-from memory.models import EntryStatus, MemoryEntry, MemoryRevision, Portability, short_id
+from memory.management_reads import management_read_record
+from memory.models import EntryStatus, ManagementEndpoint, MemoryEntry, MemoryRevision, Portability, short_id
 from memory.selectors import MemoryFilters, RevisionHistory, memories_of_agent, memory_history
 
+#: 403 (``insufficient_scope``) is documented by accounts.authentication.document_scopes.
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
+#: The management reads need a key with the manage scope (a runtime key is refused).
+MANAGE = [IsAgent, ManageScope]
 
 
 class MemoryCursorPagination(CursorPagination):
@@ -214,6 +222,7 @@ def _history(item: RevisionHistory) -> dict[str, Any]:
 
 
 class MemoryListApi(ListAPIView[MemoryEntry]):
+    permission_classes = MANAGE
     pagination_class = MemoryCursorPagination
     serializer_class = MemoryOut
 
@@ -222,17 +231,23 @@ class MemoryListApi(ListAPIView[MemoryEntry]):
         summary="List the agent's memories",
         description="The calling agent's memory entries with their current revisions, newest first, filtered "
         "(each filter only narrows) and cursor-paginated. Outside any turn: nothing here is recorded as a "
-        "recall, and no reply may cite it as recalled.",
+        "recall, and no reply may cite it as recalled. Each page read is audited (the key, the filters and "
+        "the entry ids shown).",
         parameters=[MemoryFiltersIn],
         responses={200: MemoryOut(many=True), **ERRORS},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    def get_queryset(self) -> QuerySet[MemoryEntry]:
+    def filters(self) -> dict[str, Any]:
         params = MemoryFiltersIn(data=self.request.query_params.dict())
         params.is_valid(raise_exception=True)
-        data = params.validated_data
+        return dict(params.validated_data)
+
+    def get_queryset(self) -> QuerySet[MemoryEntry]:
+        return self.filtered(self.filters())
+
+    def filtered(self, data: dict[str, Any]) -> QuerySet[MemoryEntry]:
         filters = MemoryFilters(
             subject_actor_id=data.get("subject_actor_id"),
             source_actor_id=data.get("source_actor_id"),
@@ -244,30 +259,48 @@ class MemoryListApi(ListAPIView[MemoryEntry]):
         return memories_of_agent(request_agent(self.request).pk, filters)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
+        filters = self.filters()
+        page = self.paginate_queryset(self.filtered(filters))
         assert page is not None  # a pagination class is set
         body = []
         for entry in page:
             assert entry.current_revision is not None  # the selector keeps entries with one
             body.append({**_entry(entry), "current": _revision(entry.current_revision)})
+        principal = request_principal(request)
+        management_read_record(
+            agent_id=principal.agent.pk,
+            api_key_id=principal.api_key_id,
+            endpoint=ManagementEndpoint.MEMORIES_LIST,
+            entry_ids=[entry.pk for entry in page],
+            filters=filters,
+        )
         return self.get_paginated_response(MemoryOut(body, many=True).data)
 
 
 class MemoryDetailApi(APIView):
+    permission_classes = MANAGE
+
     @extend_schema(
         operation_id="memories_retrieve",
         summary="Read one memory with its history",
         description="One of the calling agent's memory entries with every revision, each with its evidence "
         "(message ids, never their text), sharing grants and rejections (kinds, never correction text). "
-        "Another agent's entry answers 404 like a missing one.",
+        "Another agent's entry answers 404 like a missing one. Each read is audited (the key and the entry id).",
         responses={200: MemoryDetailOut, **ERRORS},
     )
     def get(self, request: Request, entry_id: int) -> Response:
-        history = memory_history(request_agent(request).pk, entry_id)
+        principal = request_principal(request)
+        history = memory_history(principal.agent.pk, entry_id)
         entry = history.entry
         body = {
             **_entry(entry),
             "current": short_id(entry.current_revision_id) if entry.current_revision_id else None,
             "revisions": [_history(item) for item in history.revisions],
         }
+        management_read_record(
+            agent_id=principal.agent.pk,
+            api_key_id=principal.api_key_id,
+            endpoint=ManagementEndpoint.MEMORIES_RETRIEVE,
+            entry_ids=[entry.pk],
+        )
         return Response(MemoryDetailOut(body).data)

@@ -63,7 +63,8 @@ def sharing_request_create(
         audience_readers=list(target.audience_readers),
     )
     SharingConsent.objects.bulk_create(
-        SharingConsent(request=request, actor_id=actor_id, role=role) for actor_id, role in people
+        SharingConsent(agent_id=turn.agent_id, request=request, actor_id=actor_id, role=role)
+        for actor_id, role in people
     )
     MemoryOperation.objects.create(
         agent_id=turn.agent_id,

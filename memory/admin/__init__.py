@@ -9,9 +9,19 @@ sharing request and revoking a grant each go through their service, like every o
 
 Each module registers its pages when imported: ``entries`` (with the ``inspector`` and the ``amend``
 form), ``revisions``, ``conflicts``, ``sharing``, ``indexes``, ``traces`` (with the ledger),
-``feedback`` and ``people`` (data rights); ``memory.previews`` adds the recall preview to history's
-conversation and turn pages.
+``feedback``, ``people`` (data rights) and ``management`` (the audit of the management API's reads);
+``memory.previews`` adds the recall preview to history's conversation and turn pages.
 """
 
-from memory.admin import conflicts, entries, feedback, indexes, people, revisions, sharing, traces  # noqa: F401
+from memory.admin import (  # noqa: F401
+    conflicts,
+    entries,
+    feedback,
+    indexes,
+    management,
+    people,
+    revisions,
+    sharing,
+    traces,
+)
 from memory.previews import ConversationPreviewAdmin, TurnPreviewAdmin  # noqa: F401 (registers them)

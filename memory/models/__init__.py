@@ -1,8 +1,9 @@
 """Memories: entries with immutable revisions, their evidence, sharing, indexes, traces and ledgers.
 
 Invariants held by the database itself (django-pgtrigger):
-- revisions, evidence, ledger operations, rejections, trace items and retrieval events refuse UPDATE
-  and DELETE; the one sanctioned deletion path disables those triggers for its own transaction;
+- revisions, evidence, ledger operations, rejections, trace items, retrieval events and management
+  read events refuse UPDATE and DELETE; the one sanctioned deletion path disables those triggers for
+  its own transaction;
 - a sharing grant may only be revoked (``revoked_at`` set once), never edited;
 - the revision full-text sidecar follows every insert and body change and cascades on delete.
 
@@ -17,7 +18,8 @@ One module per aggregate, every model importable from here:
 - ``embeddings``: embedding generations, revision and message vectors, the index outbox;
 - ``traces``: recall traces and items, retrieval events, the ledger of operations;
 - ``feedback``: revision conflicts, rejections (typed corrections) and recall misses;
-- ``erasure``: erasure events.
+- ``erasure``: erasure events;
+- ``management``: the audit of the management API's reads.
 """
 
 from memory.models.base import choices_constraint, parse_short_id, short_id
@@ -51,6 +53,7 @@ from memory.models.entries import (
 )
 from memory.models.erasure import ErasureEvent, ErasureKind, ErasureState
 from memory.models.feedback import CorrectionRelation, RecallMiss, Rejection, RejectionKind, RevisionConflict
+from memory.models.management import ManagementEndpoint, ManagementReadEvent
 from memory.models.sharing import (
     GRANT_FROZEN_COLUMNS,
     ConsentRole,
@@ -82,6 +85,8 @@ __all__ = [
     "EvidenceKind",
     "IndexOutbox",
     "Lifecycle",
+    "ManagementEndpoint",
+    "ManagementReadEvent",
     "MemoryEntry",
     "MemoryEvidence",
     "MemoryOperation",

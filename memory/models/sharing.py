@@ -67,6 +67,7 @@ class SharingConsent(models.Model):
     changes (the database refuses), and one denial denies the request.
     """
 
+    agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
     request = models.ForeignKey(SharingRequest, on_delete=models.CASCADE, related_name="consents")
     actor = models.ForeignKey(Actor, on_delete=models.PROTECT, related_name="+")
     role = models.CharField(max_length=16, choices=ConsentRole.choices)
@@ -91,8 +92,8 @@ class SharingConsent(models.Model):
                 name="decided_once",
                 operation=pgtrigger.Update,
                 condition=pgtrigger.Condition(
-                    "OLD.state <> 'pending' OR (OLD.id, OLD.request_id, OLD.actor_id, OLD.role)"
-                    " IS DISTINCT FROM (NEW.id, NEW.request_id, NEW.actor_id, NEW.role)"
+                    "OLD.state <> 'pending' OR (OLD.id, OLD.agent_id, OLD.request_id, OLD.actor_id, OLD.role)"
+                    " IS DISTINCT FROM (NEW.id, NEW.agent_id, NEW.request_id, NEW.actor_id, NEW.role)"
                 ),
             ),
         ]

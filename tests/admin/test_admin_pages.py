@@ -39,6 +39,8 @@ from memory.models import (
     EntryStatus,
     ErasureEvent,
     IndexOutbox,
+    ManagementEndpoint,
+    ManagementReadEvent,
     MemoryEntry,
     MemoryEvidence,
     MemoryOperation,
@@ -76,6 +78,7 @@ IMMUTABLE = [
     RevisionEmbedding,
     MessageEmbedding,
     ErasureEvent,
+    ManagementReadEvent,
 ]
 #: Installation-wide rows with no tenant: superusers only.
 GLOBAL = [EmbeddingGeneration, IndexOutbox]
@@ -156,7 +159,7 @@ def build_world(slug: str) -> World:
         audience_kind="workspace",
         audience_namespace=connector.namespace,
     )
-    consent = SharingConsent.objects.create(request=sharing, actor=alice, role="source")
+    consent = SharingConsent.objects.create(agent=agent, request=sharing, actor=alice, role="source")
     grant = SharingGrant.objects.create(
         agent=agent,
         revision=amended.revision,
@@ -206,6 +209,9 @@ def build_world(slug: str) -> World:
     miss = RecallMiss.objects.create(agent=agent, subject=bob, count=3, last_missed_at=now)
     tombstone = DeletedRevision.objects.create(revision_id=amended.revision.pk + 1000, agent=agent, deleted_at=now)
     erasure = ErasureEvent.objects.create(tenant=tenant, kind="person", actor_id=bob.pk, requested_by="admin:root")
+    management_read = ManagementReadEvent.objects.create(
+        agent=agent, api_key=api_key, endpoint=ManagementEndpoint.MEMORIES_RETRIEVE, entry_ids=[first.entry.pk]
+    )
     rows: dict[type[Model], Model] = {
         Tenant: tenant,
         RuntimeAgent: agent,
@@ -241,6 +247,7 @@ def build_world(slug: str) -> World:
         RecallMiss: miss,
         DeletedRevision: tombstone,
         ErasureEvent: erasure,
+        ManagementReadEvent: management_read,
     }
     return World(
         tenant=tenant,

@@ -1,4 +1,5 @@
-"""An agent runtime talking HTTP to Engram: an API key, a Slack workspace with Victor, Alice and Bob,
+"""An agent runtime talking HTTP to Engram: an API key (runtime scope; ``Runtime.manager()`` is the
+same agent with a manage key, for the management reads), a Slack workspace with Victor, Alice and Bob,
 their DMs and #general, all ingested through the API itself."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from accounts.models import Actor, RuntimeAgent, UserActor
+from accounts.models import Actor, ApiScope, RuntimeAgent, UserActor
 from accounts.services import api_key_create
 from history.models import Conversation
 from tests.factories import AgentFactory
@@ -77,6 +78,11 @@ class Runtime:
     def reply(self, turn_id: int, body: str, **extra: Any) -> Any:
         return self.post(f"/api/v1/turns/{turn_id}/reply", {"body": body, **extra})
 
+    def manager(self) -> Runtime:
+        """The same agent through a new key with the manage scope only: the management reads
+        (``/api/v1/memories``), which a runtime key may not call."""
+        return runtime_for(self.agent, ApiScope.MANAGE)
+
 
 NAMES = {"U100": "Victor", "U200": "Alice", "U300": "Bob"}
 THREADS: dict[str, dict[str, Any]] = {
@@ -86,9 +92,11 @@ THREADS: dict[str, dict[str, Any]] = {
 }
 
 
-def runtime_for(agent: RuntimeAgent) -> Runtime:
+def runtime_for(agent: RuntimeAgent, *scopes: ApiScope) -> Runtime:
+    """A client of ``agent`` with a new key of ``scopes`` (runtime only, as issued by default)."""
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(agent=agent).secret}")
+    secret = api_key_create(agent=agent, scopes=scopes or [ApiScope.RUNTIME]).secret
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return Runtime(agent=agent, client=client)
 
 

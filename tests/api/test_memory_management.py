@@ -1,5 +1,6 @@
-"""The management API: an agent lists and reads its own memories outside any turn; another agent's or
-tenant's memory answers 404 like a missing one; the reads leave no trace, audit row or ledger entry."""
+"""The management API: an agent lists and reads its own memories outside any turn, with a key of the
+manage scope; another agent's or tenant's memory answers 404 like a missing one; the reads leave no
+trace, retrieval event or ledger entry (their own audit is tests/api/test_api_key_scopes.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from accounts.models import ApiScope
 from memory.models import (
     MemoryEntry,
     MemoryOperation,
@@ -48,7 +50,8 @@ def provenance_rows() -> tuple[object, ...]:
 
 def test_an_agent_lists_its_own_memories_with_filters_and_cursor_pages(world: World) -> None:
     """Every filter only narrows; the cursor walks every entry once; nothing of another agent appears."""
-    runtime = world.runtime
+    agent = world.runtime
+    runtime = agent.manager()
     stranger = runtime_for(AgentFactory.create())
     stranger.say("general", "U100", "Morning all")
     before = provenance_rows()
@@ -61,7 +64,7 @@ def test_an_agent_lists_its_own_memories_with_filters_and_cursor_pages(world: Wo
     assert lisbon["current"]["body"] == "Lives in Lisbon." and lisbon["current"]["subject"]["name"].startswith("Alice")
     assert lisbon["current"]["id"] == world.short("lisbon")
 
-    alice, bob = runtime.actor("U200"), runtime.actor("U300")
+    alice, bob = agent.actor("U200"), agent.actor("U300")
     about_alice = {m["id"] for m in listed(runtime, f"?subject_actor_id={alice.pk}")["results"]}
     assert about_alice == {world.revisions[k].entry_id for k in ("lisbon", "tea", "manager", "poison")}
     from_bob = {m["id"] for m in listed(runtime, f"?source_actor_id={bob.pk}")["results"]}
@@ -82,7 +85,7 @@ def test_an_agent_lists_its_own_memories_with_filters_and_cursor_pages(world: Wo
         page = response.json()
     assert seen == ids
 
-    assert stranger.get("/api/v1/memories").json()["results"] == []
+    assert stranger.manager().get("/api/v1/memories").json()["results"] == []
     assert provenance_rows() == before
 
 
@@ -110,8 +113,9 @@ def test_one_memory_with_its_revision_history_evidence_grants_and_rejections(wor
     item = world.traces()[0].items.get(revision=world.revisions["lisbon"])
     rejection_record(user=world.alice, trace_item_id=item.pk, kind="wrong")
     before = provenance_rows()
+    manager = runtime.manager()
 
-    response = runtime.get(f"/api/v1/memories/{launch.entry_id}")
+    response = manager.get(f"/api/v1/memories/{launch.entry_id}")
     assert response.status_code == 200, response.json()
     body = response.json()
     assert [r["number"] for r in body["revisions"]] == [1, 2]
@@ -122,14 +126,14 @@ def test_one_memory_with_its_revision_history_evidence_grants_and_rejections(wor
     assert all("body" not in e for e in first["evidence"] + second["evidence"])
     assert first["grants"] == second["grants"] == []
 
-    lisbon = runtime.get(f"/api/v1/memories/{world.revisions['lisbon'].entry_id}").json()
+    lisbon = manager.get(f"/api/v1/memories/{world.revisions['lisbon'].entry_id}").json()
     (grant,) = lisbon["revisions"][0]["grants"]
     assert grant["by_operator"] and grant["revoked_at"] is None
     assert grant["id"] == SharingGrant.objects.get().pk
     (rejection,) = lisbon["revisions"][0]["rejections"]
     assert rejection["kind"] == "wrong" and rejection["has_correction"] is False and "correction" not in rejection
 
-    stranger = runtime_for(AgentFactory.create())
+    stranger = runtime_for(AgentFactory.create(), ApiScope.MANAGE)
     missing = stranger.get(f"/api/v1/memories/{launch.entry_id}")
     nonexistent = stranger.get("/api/v1/memories/999999999")
     assert missing.status_code == nonexistent.status_code == 404
@@ -139,7 +143,7 @@ def test_one_memory_with_its_revision_history_evidence_grants_and_rejections(wor
 
 
 def test_bad_filters_answer_400_with_a_code_and_no_key_answers_401(world: World) -> None:
-    runtime = world.runtime
+    runtime = world.runtime.manager()
     for query in ("?status=alive", "?subject_actor_id=x", "?page_size=0", "?agent_id=1", "?flagged=maybe"):
         response = runtime.get(f"/api/v1/memories{query}")
         assert response.status_code == 400, query

@@ -34,7 +34,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 from schemathesis.schemas import APIOperation
 
-from accounts.models import UserActor
+from accounts.models import ApiScope, UserActor
 from accounts.services import api_key_create
 from memory.models import SharingGrant, SharingRequest
 from tests.api.conftest import Runtime
@@ -89,7 +89,7 @@ def seed_world() -> World:
     """An agent that heard Victor, Alice and Bob in #general and Alice's DM, with turns in both, a few
     memories, a pending and an approved sharing request (so a grant), and Alice logged in as herself."""
     agent = AgentFactory.create()
-    secret = api_key_create(agent=agent).secret
+    secret = api_key_create(agent=agent, scopes=ApiScope.values).secret  # every agent operation, manage included
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     runtime = Runtime(agent=agent, client=client)

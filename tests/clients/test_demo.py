@@ -1,6 +1,7 @@
 """The demo shows the flagship view on first run: ``load_demo`` drives real turns for Priya and Sam
 through the API with the scripted agent (one leaves a memory worth correcting), Priya sees hers in
-Chromium, and ``demo_api_key`` issues the key the run banner prints (only where the demo is loaded)."""
+Chromium, and ``demo_api_key`` issues the key the run banner prints (only where the demo is loaded; a
+runtime key, or with ``--manage`` one that may also read the memory list)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from tests.browser import screenshot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _key() -> str:
+def _key(*args: str) -> str:
     out = StringIO()
-    call_command("demo_api_key", stdout=out)
+    call_command("demo_api_key", *args, stdout=out)
     return out.getvalue().strip()
 
 
@@ -52,6 +53,21 @@ def test_the_demo_api_key_works_and_replaces_the_previous_one() -> None:
     assert client.get("/api/v1/tools").status_code == 200
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {first}")
     assert client.get("/api/v1/tools").status_code == 401
+
+
+def test_the_demo_key_is_a_runtime_key_unless_manage_is_asked_for() -> None:
+    """The banner's key may not read the memory list; ``--manage`` issues a key that may, and leaves the
+    banner's key valid."""
+    call_command("load_demo", stdout=StringIO())
+    banner, manage = _key(), _key("--manage")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {banner}")
+    refused = client.get("/api/v1/memories")
+    assert refused.status_code == 403 and refused.json()["code"] == "insufficient_scope"
+    assert client.get("/api/v1/tools").status_code == 200
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {manage}")
+    assert client.get("/api/v1/memories").status_code == 200
+    assert client.get("/api/v1/tools").status_code == 200
 
 
 @pytest.mark.browser

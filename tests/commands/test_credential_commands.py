@@ -1,6 +1,7 @@
 """Credentials from the command line: `manage.py tenant`, `agent` and `api_key issue|list|rotate|revoke`.
 The secret is printed once, alone on standard output; only its digest is stored; an expired or revoked
-key does not authenticate; ``last_used_at`` follows use at most once a minute."""
+key does not authenticate; ``last_used_at`` follows use at most once a minute; ``issue --scope`` chooses
+what a key may call (runtime by default), ``list`` shows it and ``rotate`` keeps it."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ def run(*args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def status_of(secret: str) -> int:
+def status_of(secret: str, path: str = "/api/v1/turns/999999") -> int:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-    return int(client.get("/api/v1/turns/999999").status_code)  # 404: authenticated; 401: not
+    return int(client.get(path).status_code)  # 404 (or 200): authenticated; 401: not; 403: not in scope
 
 
 @pytest.fixture
@@ -142,3 +143,35 @@ def test_last_used_at_follows_use_at_most_once_a_minute(agent: RuntimeAgent):
     assert refreshed is not None and refreshed > first - timedelta(minutes=2)
     listing, _ = run("api_key", "list")
     assert "never" not in listing.splitlines()[1].split("\t")[6]
+
+
+def test_issue_chooses_the_scopes_runtime_by_default_and_list_and_rotate_keep_them(agent: RuntimeAgent):
+    runtime = issue("--label", "runtime")
+    both = issue("--scope", "runtime", "--scope", "manage", "--label", "both")
+    manage = issue("--scope", "manage", "--label", "manage")
+    assert dict(ApiKey.objects.values_list("label", "scopes")) == {
+        "runtime": ["runtime"],
+        "both": ["runtime", "manage"],
+        "manage": ["manage"],
+    }
+    # (a turn of the runtime API, the management reads): 404 and 200 are allowed, 403 is refused
+    assert (status_of(runtime), status_of(runtime, "/api/v1/memories")) == (404, 403)
+    assert (status_of(both), status_of(both, "/api/v1/memories")) == (404, 200)
+    assert (status_of(manage), status_of(manage, "/api/v1/memories")) == (403, 200)
+
+    listing, _ = run("api_key", "list")
+    header, *rows = listing.splitlines()
+    column = header.split("\t").index("scopes")
+    assert {row.split("\t")[-1]: row.split("\t")[column] for row in rows} == {
+        "runtime": "runtime",
+        "both": "runtime,manage",
+        "manage": "manage",
+    }
+
+    rotated, err = run("api_key", "rotate", ApiKey.objects.get(label="manage").prefix)
+    assert "scopes manage" in err
+    assert ApiKey.objects.get(digest=api_key_digest(rotated.strip())).scopes == ["manage"]
+
+    with pytest.raises(CommandError, match="invalid choice"):
+        issue("--scope", "admin")
+    assert ApiKey.objects.count() == 4

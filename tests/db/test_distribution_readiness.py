@@ -46,6 +46,7 @@ DISTRIBUTED = {
     "history_turn",
     "memory_deletedrevision",
     "memory_indexoutbox",
+    "memory_managementreadevent",
     "memory_memoryentry",
     "memory_memoryevidence",
     "memory_memoryoperation",
@@ -59,6 +60,7 @@ DISTRIBUTED = {
     "memory_revisionconflict",
     "memory_revisionembedding",
     "memory_revisionsearchdocument",
+    "memory_sharingconsent",
     "memory_sharinggrant",
     "memory_sharingrequest",
 }

@@ -18,10 +18,14 @@ import pytest
 from django.db import DatabaseError, models, transaction
 from django.utils import timezone
 
+from accounts.models import ApiScope
+from accounts.services import api_key_create
 from history.audience import Audience
 from history.models import ConversationSearchEvent, EvidenceMethod, Message, MessageSourceEvidence
 from memory.models import (
     EvidenceKind,
+    ManagementEndpoint,
+    ManagementReadEvent,
     MemoryEntry,
     MemoryEvidence,
     MemoryOperation,
@@ -70,6 +74,15 @@ def _source_evidence(world: World) -> MessageSourceEvidence:
 
 def _retrieval_event(world: World) -> RetrievalEvent:
     return RetrievalEvent.objects.create(agent=world.agent, query_digest="a" * 64, selected_revision_ids=[1, 2])
+
+
+def _management_read(world: World) -> ManagementReadEvent:
+    return ManagementReadEvent.objects.create(
+        agent=world.agent,
+        api_key=api_key_create(agent=world.agent, scopes=[ApiScope.MANAGE]).api_key,
+        endpoint=ManagementEndpoint.MEMORIES_LIST,
+        entry_ids=[1, 2],
+    )
 
 
 def _search_event(world: World) -> ConversationSearchEvent:
@@ -162,6 +175,7 @@ APPEND_ONLY = [
     pytest.param(AppendOnly(MemoryOperation, _operation, "kind", Operation.FORGET), id="MemoryOperation"),
     pytest.param(AppendOnly(Rejection, _rejection, "correction", "It was never true."), id="Rejection"),
     pytest.param(AppendOnly(RecallTraceItem, _trace_item, "reason", "rewritten history"), id="RecallTraceItem"),
+    pytest.param(AppendOnly(ManagementReadEvent, _management_read, "entry_ids", [3]), id="ManagementReadEvent"),
 ]
 
 

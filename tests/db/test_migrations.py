@@ -151,6 +151,29 @@ def test_migrating_back_to_zero_removes_everything_and_forward_again_rebuilds_it
     _assert_the_schema_is_the_models(empty_database)
 
 
+def test_api_keys_issued_before_scopes_existed_become_runtime_keys(empty_database: BaseDatabaseWrapper) -> None:
+    """accounts/0002: an existing key keeps calling what an agent runtime calls, and only that."""
+    _migrate("accounts", "0001")
+    with empty_database.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO accounts_tenant (name, slug, created_at) VALUES ('Acme', 'acme', now()) RETURNING id"
+        )
+        (tenant_id,) = cursor.fetchone()
+        cursor.execute(
+            "INSERT INTO accounts_runtimeagent (tenant_id, name, created_at) VALUES (%s, 'bot', now()) RETURNING id",
+            [tenant_id],
+        )
+        (agent_id,) = cursor.fetchone()
+        cursor.execute(
+            "INSERT INTO accounts_apikey (agent_id, label, prefix, digest, created_at)"
+            " VALUES (%s, 'old', 'egk_0000', repeat('0', 64), now())",
+            [agent_id],
+        )
+
+    _migrate("accounts", "0002")
+    assert _fetch(empty_database, "SELECT label, scopes FROM accounts_apikey") == [("old", ["runtime"])]
+
+
 def test_every_sql_file_has_a_version_marker_and_a_migration_that_applies_that_version() -> None:
     """Changing a file's rule means raising its version and adding a migration that re-applies it: a
     file whose version no migration applies has been edited without one (docs/schema.md)."""

@@ -24,7 +24,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
-from accounts.models import UserActor
+from accounts.models import ApiScope, UserActor
 from history.models import Message
 from memory.models import MemoryRevision, RecallTraceItem, SharingGrant, SharingRequest
 from memory.sharing import sharing_request_decide_as_source
@@ -152,7 +152,8 @@ def world(db: None) -> World:
         ("same tenant, other agent", AgentFactory.create(tenant=victim.agent.tenant)),
         ("other tenant", AgentFactory.create(tenant=TenantFactory.create())),
     ):
-        prober = runtime_for(agent)
+        # Both scopes: the probes reach every lookup (a key without a scope is refused before any).
+        prober = runtime_for(agent, ApiScope.RUNTIME, ApiScope.MANAGE)
         own_message = prober.say("general", "U100", "Morning, roadmap review")
         agent_probers[label] = (prober.client, {"message_id": own_message, "runtime": prober})
     other_tenant_runtime: Runtime = agent_probers["other tenant"][1]["runtime"]
@@ -204,7 +205,7 @@ def test_the_probes_changed_nothing_and_the_owner_still_sees_everything(world: W
     assert SharingGrant.objects.get(pk=world.ids["grant_id"]).revoked_at is None
     assert world.victim.get(f"/api/v1/turns/{world.ids['turn_id']}/ledger").status_code == 200
     assert world.victim.get(f"/api/v1/traces/{world.ids['trace_id']}").status_code == 200
-    assert world.victim.get(f"/api/v1/memories/{world.ids['entry_id']}").status_code == 200
+    assert world.victim.manager().get(f"/api/v1/memories/{world.ids['entry_id']}").status_code == 200
     assert world.victim_user.get(f"/turns/{world.ids['turn_id']}/").status_code == 200
 
 

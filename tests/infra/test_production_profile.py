@@ -1,5 +1,5 @@
 """The production profile (``ENGRAM_ENV=production``): `manage.py check` refuses to start with the public
-development SECRET_KEY, with DEBUG on or with the audit key equal to the secret key; with real secrets
+development SECRET_KEY, with DEBUG on or with an audit key that is not a secret of its own; with real secrets
 `check --deploy --fail-level WARNING` passes; the HTTPS settings default on and each one is overridable.
 Every case runs the real command in a subprocess with its own environment."""
 
@@ -98,17 +98,21 @@ def test_production_with_real_secrets_passes_the_deploy_check_at_warning_level()
 
 
 def test_production_without_a_secret_refuses_with_a_clear_message():
-    """The development key is public (and so is the audit key derived from it): the check names it."""
+    """The development key is public (and so is the audit key derived from it): the refusal names both."""
     result = check(ENGRAM_ENV="production")
     assert result.returncode != 0
     assert "engram.E001" in result.stderr and "development SECRET_KEY" in result.stderr
+    assert "engram.E003" in result.stderr
     assert "engram.E002" not in result.stderr
 
 
-def test_production_with_only_a_real_secret_passes_the_deploy_check():
-    """Unset, the audit key is derived from the secret under its own label, never equal to it."""
-    result = check("--deploy", "--fail-level", "WARNING", ENGRAM_ENV="production", ENGRAM_SECRET_KEY=secret())
-    assert result.returncode == 0, result.stderr + result.stdout
+def test_production_with_only_a_real_secret_refuses_the_derived_audit_key():
+    """Unset, the audit key is derived from the secret: one leaked value would expose both, so production
+    wants a key of its own (tests/infra/test_production_refusal.py has the whole rule)."""
+    result = check("--deploy", ENGRAM_ENV="production", ENGRAM_SECRET_KEY=secret())
+    assert result.returncode != 0
+    assert "engram.E003" in result.stderr and "ENGRAM_AUDIT_KEY" in result.stderr
+    assert "engram.E001" not in result.stderr
 
 
 def test_production_refuses_debug_and_an_audit_key_equal_to_the_secret():
@@ -126,8 +130,13 @@ def test_development_starts_on_its_defaults_and_the_deploy_check_names_the_publi
     assert "engram.W001" in deploy.stderr + deploy.stdout
 
 
+def production(**values: str) -> dict[str, str]:
+    """The production profile with the secrets it requires."""
+    return {"ENGRAM_ENV": "production", "ENGRAM_SECRET_KEY": secret(), "ENGRAM_AUDIT_KEY": secret(), **values}
+
+
 def test_production_turns_on_https_only_cookies_hsts_ssl_redirect_and_the_proxy_header():
-    loaded = settings_with(ENGRAM_ENV="production")
+    loaded = settings_with(**production())
     assert loaded["SESSION_COOKIE_SECURE"] is True and loaded["CSRF_COOKIE_SECURE"] is True
     assert loaded["SECURE_SSL_REDIRECT"] is True
     assert loaded["SECURE_HSTS_SECONDS"] == 31_536_000
@@ -142,7 +151,7 @@ def test_development_leaves_them_off():
 
 def test_each_production_setting_and_each_abuse_limit_is_overridable_by_its_variable():
     loaded = settings_with(
-        ENGRAM_ENV="production",
+        **production(),
         ENGRAM_SESSION_COOKIE_SECURE="0",
         ENGRAM_CSRF_COOKIE_SECURE="0",
         ENGRAM_SSL_REDIRECT="0",

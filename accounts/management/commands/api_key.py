@@ -3,6 +3,9 @@
 The secret of a new key is printed once, alone on standard output (``KEY=$(manage.py api_key issue
 …)``), and never again: only its SHA-256 is stored. Everything else goes to standard error or, for
 ``list``, shows the public prefix only.
+
+``issue --scope runtime --scope manage`` chooses what the key may call (runtime only without the
+option; accounts.authentication); ``rotate`` keeps the old key's scopes and ``list`` shows them.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from accounts.management.commands._credentials import agent_named, api_key_named, expiry
-from accounts.models import ApiKey
+from accounts.models import ApiKey, ApiScope
 from accounts.services import IssuedApiKey, api_key_create, api_key_revoke, api_key_rotate
 from config.errors import ServiceError
 
@@ -39,6 +42,14 @@ class Command(BaseCommand):
         issue = sub.add_parser("issue", help="issue a key for an agent; prints the secret once")
         issue.add_argument("--agent", required=True, help="TENANT/AGENT or the agent's id")
         issue.add_argument("--label", default="", help="what the key is for (shown in lists)")
+        issue.add_argument(
+            "--scope",
+            action="append",
+            choices=ApiScope.values,
+            dest="scopes",
+            help="what the key may call: runtime (an agent runtime's calls; the default) and/or manage (the "
+            "memory list and detail); repeat for both",
+        )
         rotate = sub.add_parser("rotate", help="replace a live key; revokes the old one")
         for command in (issue, rotate):
             command.add_argument("--expires-in", default=None, help="lifetime: a number and m, h, d or w (90d)")
@@ -59,6 +70,7 @@ class Command(BaseCommand):
                     agent=agent,
                     label=options["label"],
                     expires_at=expiry(options["expires_in"], options["expires_at"]),
+                    scopes=options["scopes"] or [ApiScope.RUNTIME],
                 )
                 self.show_secret(issued, "issued")
             elif action == "rotate":
@@ -80,7 +92,7 @@ class Command(BaseCommand):
         key = issued.api_key
         agent = key.agent
         self.stderr.write(
-            f"{verb} {key.prefix} for {agent.tenant.slug}/{agent.name} (id {key.pk}), "
+            f"{verb} {key.prefix} for {agent.tenant.slug}/{agent.name} (id {key.pk}), scopes {','.join(key.scopes)}, "
             f"expires {_when(key.expires_at, 'never')}. The key follows; it is not shown again:"
         )
         self.stdout.write(issued.secret)
@@ -89,7 +101,7 @@ class Command(BaseCommand):
         keys = ApiKey.objects.select_related("agent__tenant").order_by("agent__tenant__slug", "agent__name", "id")
         if agent_reference:
             keys = keys.filter(agent=agent_named(agent_reference))
-        self.stdout.write("id\tprefix\tagent\tstatus\tcreated\texpires\tlast used\tlabel")
+        self.stdout.write("id\tprefix\tagent\tstatus\tcreated\texpires\tlast used\tscopes\tlabel")
         for key in keys:
             status = key_status(key)
             if live_only and status != "live":
@@ -104,6 +116,7 @@ class Command(BaseCommand):
                         _when(key.created_at),
                         _when(key.expires_at, "never"),
                         _when(key.last_used_at, "never"),
+                        ",".join(key.scopes),
                         key.label,
                     ]
                 )

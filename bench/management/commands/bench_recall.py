@@ -355,8 +355,8 @@ def load_rows(rows: list[tuple[Any, ...]]) -> None:
         cursor.execute(
             "INSERT INTO memory_memoryrevision (id, entry_id, agent_id, number, body, subject_id, source_actor_id,"
             " source_actor_ids, belief_type, portability, origin_scope, confidence, authority, salience, always_on,"
-            " lifecycle, valid_from, valid_to, recorded_at, supersedes_id, restricted_to_conversation_id, created_by, turn_id,"
-            f" created_by_user_id, created_at, {audience})"
+            " lifecycle, valid_from, valid_to, recorded_at, supersedes_id, restricted_to_conversation_id, created_by,"
+            f" turn_id, created_by_user_id, created_at, {audience})"
             " SELECT revision_id, entry_id, agent_id, 1, body, subject_id, actor_id,"
             " CASE WHEN actor_id IS NULL THEN '{}'::bigint[] ELSE ARRAY[actor_id] END, belief_type, 'portable',"
             " origin_scope, confidence, 'user_stated', salience, always_on, lifecycle, created_at, NULL, created_at,"

@@ -51,6 +51,7 @@ from memory.models import (
     Rejection,
     RetrievalEvent,
     RevisionConflict,
+    SharingConsent,
     SharingGrant,
     SharingRequest,
 )
@@ -200,6 +201,7 @@ def conversation_delete(*, conversation: Conversation) -> DeletionPlan:
         _delete(RecallTraceItem, "id", items)
         _delete(SharingGrant, "request_id", requests)
         _delete(SharingGrant, "conversation_id", {conversation.pk})  # grants into it admit nothing now
+        _delete(SharingConsent, "request_id", requests)
         _delete(SharingRequest, "id", requests)
         _delete(RecallTrace, "id", traces)
 
@@ -247,6 +249,7 @@ def memories_delete(
         _delete(MemoryOperation, "previous_revision_id", revisions)
         _delete(SharingGrant, "revision_id", revisions)
         _delete(SharingGrant, "request_id", requests)
+        _delete(SharingConsent, "request_id", requests)
         _delete(SharingRequest, "id", requests)
         _delete(RevisionConflict, "revision_a_id", revisions)
         _delete(RevisionConflict, "revision_b_id", revisions)

@@ -118,8 +118,9 @@ def test_the_subject_is_resolved_among_the_participants(runtime: Runtime, subjec
 
 
 def test_a_subject_outside_the_participants_is_refused_and_nothing_is_written(runtime: Runtime) -> None:
-    """Bob is known to the agent (he spoke in #general) but takes no part in Alice's DM."""
-    turn = runtime.turn("dm-alice", "U200", "Bob prefers spaces.")
+    """Bob is known to the agent (he spoke in #general) but takes no part in Alice's DM, and her
+    message does not name him."""
+    turn = runtime.turn("dm-alice", "U200", "My teammate prefers spaces.")
     before = MemoryRevision.objects.count()
     for call in ({"subject_actor_id": runtime.actor("U300").pk}, {"subject": "U300"}, {"subject": "Bob"}):
         result = only_result(
@@ -130,6 +131,22 @@ def test_a_subject_outside_the_participants_is_refused_and_nothing_is_written(ru
     assert MemoryRevision.objects.count() == before
     both = remember(runtime, turn["turn_id"], body="x", belief_type="preference", subject="speaker", subject_actor_id=1)
     assert both.status_code == 400
+
+
+def test_a_person_the_message_names_may_be_the_subject(runtime: Runtime) -> None:
+    """Bob tells the agent about Alice in his own DM: Alice, named in the message, is listed among the
+    turn's participants and may be its subject; Victor, not named, may not."""
+    turn = runtime.turn("dm-bob", "U300", "Alice is planning a surprise party, don't tell her.")
+    listed = {p["external_id"]: p for p in turn["participants"]}
+    assert set(listed) == {"U300", "U200"} and listed["U300"]["speaking"] and not listed["U200"]["speaking"]
+    result = only_result(
+        remember(runtime, turn["turn_id"], body="Is planning a surprise party.", belief_type="status", subject="U200")
+    )
+    assert result["status"] == "ok", result
+    revision = MemoryRevision.objects.get(pk=result["result"]["revision_id"])
+    assert (revision.subject_id, revision.source_actor_ids) == (runtime.actor("U200").pk, [runtime.actor("U300").pk])
+    refused = only_result(remember(runtime, turn["turn_id"], body="Knows.", belief_type="status", subject="U100"))
+    assert refused["code"] == "subject_not_participant"
 
 
 def test_only_messages_in_front_of_the_turn_can_be_named_as_sources(runtime: Runtime) -> None:

@@ -29,6 +29,7 @@ APPEND_ONLY_MODELS = {
     "memory.MemoryOperation",
     "memory.Rejection",
     "memory.DeletedRevision",
+    "memory.ManagementReadEvent",
 }
 
 

@@ -197,6 +197,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AudienceKindEnum": "history.audience.AudienceKind",
     },
+    # Row ids in paths (config.api.IdConverter): the bounds the converter enforces.
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1}},
 }
 
 # --- Celery ---------------------------------------------------------------------------------------

@@ -25,3 +25,17 @@ def database_fingerprint() -> Fingerprint:
 
 def tables_changed(before: Fingerprint, after: Fingerprint) -> list[str]:
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+
+
+class WriteWatch:
+    """The tables each request of a sequence changed, at one fingerprint a request: what one request
+    left is what the next one starts from (nothing else may write in between)."""
+
+    def __init__(self) -> None:
+        self.last = database_fingerprint()
+
+    def changed(self) -> list[str]:
+        """The tables changed since the previous call (or since the watch began)."""
+        after = database_fingerprint()
+        changed, self.last = tables_changed(self.last, after), after
+        return changed

@@ -51,10 +51,10 @@ from accounts.services import api_key_create
 from memory.models import MemoryEntry, SharingGrant, SharingRequest
 from tests.api.conftest import Runtime
 from tests.factories import AgentFactory
-from tests.writes import database_fingerprint, tables_changed
+from tests.writes import WriteWatch
 
 #: Generated cases per operation and generation mode: 16 operations x 2 modes x 30, with the write
-#: check on each, take about 45 s on two cores; the hostile-value pass below about 25 s more.
+#: check on each, take about 40 s on two cores; the hostile-value pass below about 20 s more.
 MAX_EXAMPLES = 30
 #: Cases per mode for the end-user endpoints called without the person's session.
 OUTSIDERS = 5
@@ -216,6 +216,8 @@ class Tally:
     #: Positive cases (valid by the schema) that the API refused as invalid: a schema looser than the API.
     refused: Counter[str] = field(default_factory=Counter)
     refusal_samples: dict[str, str] = field(default_factory=dict)
+    #: The tables each case changed (started once the world is seeded).
+    writes: WriteWatch | None = None
 
     def wrote(self, label: str, status: int, changed: list[str], sent: str) -> None:
         """Record a refused request that changed tables."""
@@ -253,14 +255,13 @@ def run_operation(
     def call(case: Any) -> None:
         tally.cases += 1
         tally.by_operation[operation.label] += 1
-        before = database_fingerprint()
         response = case.call(headers=identity.headers, cookies=identity.cookies)
         tally.statuses.setdefault(f"{operation.label} as {identity.name}", Counter())[response.status_code] += 1
-        if 400 <= response.status_code < 500:
-            changed = tables_changed(before, database_fingerprint())
-            if changed:
-                label = f"{operation.label} as {identity.name}"
-                tally.wrote(label, response.status_code, changed, f"[{mode.value}] {case.body!r:.300}")
+        assert tally.writes is not None
+        changed = tally.writes.changed()
+        if 400 <= response.status_code < 500 and changed:
+            label = f"{operation.label} as {identity.name}"
+            tally.wrote(label, response.status_code, changed, f"[{mode.value}] {case.body!r:.300}")
         if mode is GenerationMode.POSITIVE and response.status_code == 400:
             tally.refused[operation.label] += 1
             tally.refusal_samples.setdefault(operation.label, f"{case.body!r:.300} -> {response.text:.300}")
@@ -291,7 +292,7 @@ def test_every_operation_answers_within_its_schema(transactional_db: None, schem
     """Generated requests to every operation, as an agent or as a logged-in person, never get a 5xx,
     always get a documented status, content type and body, and when refused have written nothing."""
     world = seed_world()
-    tally = Tally()
+    tally = Tally(writes=WriteWatch())
     for operation in operations(schema):
         for identity, examples in identities(operation, world):
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -485,6 +486,7 @@ def test_every_field_refuses_int64_edges_and_wrong_json_types(transactional_db: 
     bodies = valid_bodies(world)
     failures: dict[str, str] = {}
     sent = Counter[str]()
+    writes = WriteWatch()
     for operation in operations(schema):
         person = operation.path.startswith("/api/v1/me/")
         headers = world.user_headers if person else world.agent_headers
@@ -496,14 +498,14 @@ def test_every_field_refuses_int64_edges_and_wrong_json_types(transactional_db: 
                 body=probe.body if probe.body is not None else NOT_SET,
                 media_type="application/json" if probe.body is not None else None,
             )
-            before = database_fingerprint()
             response = case.call(headers=headers, cookies=cookies)
             sent[operation.label] += 1
             status = response.status_code
             label = f"{operation.label} {probe.where}"
+            changed = writes.changed()
             if probe.expected is not None and status != probe.expected:
                 failures[label] = f"answered {status}, the schema refuses it ({probe.expected}): {response.text:.300}"
-            elif 400 <= status < 500 and (changed := tables_changed(before, database_fingerprint())):
+            elif 400 <= status < 500 and changed:
                 failures[label] = f"answered {status} and wrote {changed}"
             else:
                 try:

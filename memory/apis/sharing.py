@@ -19,9 +19,10 @@ from memory.sharing import grant_revoke, requests_for_user, sharing_request_deci
 
 
 class UserApi(APIView):
-    """For a person signed in to Engram (Django's session login). Any other caller, an agent's API key
-    included (it is not read here), is unauthenticated: 403 ``unauthenticated``, as session
-    authentication has no challenge to send with a 401."""
+    # For a person signed in to Engram (Django's session login). Any other caller, an agent's API key
+    # included (it is not read here), is unauthenticated: 403 unauthenticated, as session
+    # authentication has no challenge to send with a 401. (A comment: a docstring would become the
+    # description of every operation that has none of its own.)
 
     authentication_classes = [SessionAuthentication]
     permission_classes = [IsAuthenticated]

@@ -220,6 +220,8 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "accounts.authentication.document_scopes",
     ],
+    # Row ids in paths (config.api.IdConverter): the bounds the converter enforces.
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1}},
 }
 
 # --- Celery ---------------------------------------------------------------------------------------

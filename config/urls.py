@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, register_converter
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 import config.schema  # noqa: F401  (registers the OpenAPI extensions)
+from config.api import IdConverter
 from config.views import home
 from history.apis import MessageIngestApi
 from memory.apis import (
@@ -46,6 +47,9 @@ def api_root(request: Request) -> Response:
     )
 
 
+# Every id in a path is a bigint row id: out of range, it matches no route and answers 404.
+register_converter(IdConverter, "id")
+
 public = {"authentication_classes": [], "permission_classes": [AllowAny]}
 
 # API paths answer a JSON error body even for URLs no route matches (say, a negative id).
@@ -65,35 +69,35 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema", **public), name="api-redoc"),
     path("api/v1/messages", MessageIngestApi.as_view(), name="messages-ingest"),
     path("api/v1/sessions", SessionCreateApi.as_view(), name="sessions-create"),
-    path("api/v1/sessions/<int:session_id>", SessionDetailApi.as_view(), name="sessions-detail"),
-    path("api/v1/sessions/<int:session_id>/turns", TurnCreateApi.as_view(), name="turns-create"),
-    path("api/v1/turns/<int:turn_id>", TurnDetailApi.as_view(), name="turns-detail"),
-    path("api/v1/turns/<int:turn_id>/rounds", RoundCreateApi.as_view(), name="turns-rounds"),
-    path("api/v1/turns/<int:turn_id>/ledger", LedgerApi.as_view(), name="turns-ledger"),
-    path("api/v1/turns/<int:turn_id>/reply", ReplyCreateApi.as_view(), name="turns-reply"),
-    path("api/v1/traces/<int:trace_id>", TraceDetailApi.as_view(), name="traces-detail"),
+    path("api/v1/sessions/<id:session_id>", SessionDetailApi.as_view(), name="sessions-detail"),
+    path("api/v1/sessions/<id:session_id>/turns", TurnCreateApi.as_view(), name="turns-create"),
+    path("api/v1/turns/<id:turn_id>", TurnDetailApi.as_view(), name="turns-detail"),
+    path("api/v1/turns/<id:turn_id>/rounds", RoundCreateApi.as_view(), name="turns-rounds"),
+    path("api/v1/turns/<id:turn_id>/ledger", LedgerApi.as_view(), name="turns-ledger"),
+    path("api/v1/turns/<id:turn_id>/reply", ReplyCreateApi.as_view(), name="turns-reply"),
+    path("api/v1/traces/<id:trace_id>", TraceDetailApi.as_view(), name="traces-detail"),
     path("api/v1/me/sharing-requests", MySharingRequestsApi.as_view(), name="me-sharing-requests"),
     path(
-        "api/v1/me/sharing-requests/<int:request_id>/decision",
+        "api/v1/me/sharing-requests/<id:request_id>/decision",
         MySharingDecisionApi.as_view(),
         name="me-sharing-decision",
     ),
-    path("api/v1/me/grants/<int:grant_id>/revoke", MyGrantRevokeApi.as_view(), name="me-grants-revoke"),
+    path("api/v1/me/grants/<id:grant_id>/revoke", MyGrantRevokeApi.as_view(), name="me-grants-revoke"),
     # -- tool definitions for models (the Python client's tools(); memory/tool_apis.py) --
     path("api/v1/tools", ToolsApi.as_view(), name="tools-list"),
-    path("api/v1/turns/<int:turn_id>/tools", TurnToolsApi.as_view(), name="turns-tools"),
+    path("api/v1/turns/<id:turn_id>/tools", TurnToolsApi.as_view(), name="turns-tools"),
     # -- end of tool definitions --
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("turns/", turn_list, name="engram-turns"),
-    path("turns/<int:turn_id>/", turn_detail, name="engram-turn"),
-    path("turns/<int:turn_id>/items/<int:item_id>/reject/", rejection_create, name="engram-reject"),
-    path("messages/<int:message_id>/", message_detail, name="engram-message"),
+    path("turns/<id:turn_id>/", turn_detail, name="engram-turn"),
+    path("turns/<id:turn_id>/items/<id:item_id>/reject/", rejection_create, name="engram-reject"),
+    path("messages/<id:message_id>/", message_detail, name="engram-message"),
 ]
 
 # --- data rights: the management API (an agent's own memories) and the person's own export ---------
 urlpatterns += [
     path("api/v1/memories", MemoryListApi.as_view(), name="memories-list"),
-    path("api/v1/memories/<int:entry_id>", MemoryDetailApi.as_view(), name="memories-detail"),
+    path("api/v1/memories/<id:entry_id>", MemoryDetailApi.as_view(), name="memories-detail"),
     path("my-data/export.json", my_data_export, name="engram-my-data"),
 ]

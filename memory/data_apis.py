@@ -20,14 +20,13 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import IsAgent, ManageScope, request_agent, request_principal
 from accounts.models import Actor
-from config.api import ErrorSerializer, StrictSerializer
+from config.api import MAX_ID, ErrorSerializer, StrictCursorPagination, StrictQuerySerializer
 from memory.management_reads import management_read_record
 from memory.models import EntryStatus, ManagementEndpoint, MemoryEntry, MemoryRevision, Portability, short_id
 from memory.selectors import MemoryFilters, RevisionHistory, memories_of_agent, memory_history
@@ -38,8 +37,9 @@ ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
 MANAGE = [IsAgent, ManageScope]
 
 
-class MemoryCursorPagination(CursorPagination):
-    """Newest entry first; stable under inserts (the cursor encodes the position, not an offset)."""
+class MemoryCursorPagination(StrictCursorPagination):
+    """Newest entry first; stable under inserts (the cursor encodes the position, not an offset). A
+    cursor this API did not issue answers 400 invalid_cursor."""
 
     ordering = ("-created_at", "-id")
     page_size = 50
@@ -47,10 +47,12 @@ class MemoryCursorPagination(CursorPagination):
     max_page_size = 200
 
 
-class MemoryFiltersIn(StrictSerializer):
-    subject_actor_id = serializers.IntegerField(required=False, min_value=1, help_text="Memories about this actor.")
+class MemoryFiltersIn(StrictQuerySerializer):
+    subject_actor_id = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="Memories about this actor."
+    )
     source_actor_id = serializers.IntegerField(
-        required=False, min_value=1, help_text="Memories learned from this actor."
+        required=False, min_value=1, max_value=MAX_ID, help_text="Memories learned from this actor."
     )
     status = serializers.ChoiceField(choices=EntryStatus.choices, required=False)
     portability = serializers.ChoiceField(choices=Portability.choices, required=False)

@@ -11,13 +11,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import ErrorSerializer, StrictSerializer
+from config.api import ErrorSerializer, StrictQuerySerializer
 from memory.apis.turns import _turn
 from memory.tools import FORMATS, INSTRUCTIONS, definitions, definitions_for_turn
 from memory.turns import MAX_ROUNDS
 
 
-class ToolsQuery(StrictSerializer):
+class ToolsQuery(StrictQuerySerializer):
     # Not ``format``: DRF reads ``?format=`` as a renderer override.
     provider = serializers.ChoiceField(choices=list(FORMATS), default="openai")
 

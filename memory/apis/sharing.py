@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from django.contrib.auth.models import AbstractBaseUser
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -20,8 +20,21 @@ from memory.sharing import grant_revoke, requests_for_user, sharing_request_deci
 
 
 class UserApi(APIView):
+    # For a person signed in to Engram (Django's session login). Any other caller, an agent's API key
+    # included (it is not read here), is unauthenticated: 403 unauthenticated, as session
+    # authentication has no challenge to send with a 401. (A comment: a docstring would become the
+    # description of every operation that has none of its own.)
+
     authentication_classes = [SessionAuthentication]
     permission_classes = [IsAuthenticated]
+
+    def permission_denied(self, request: Request, message: str | None = None, code: str | None = None) -> NoReturn:
+        if not request.successful_authenticator:
+            raise exceptions.NotAuthenticated(
+                "sign in to Engram as yourself: these endpoints take a signed-in person's session, "
+                "never an agent's API key"
+            )
+        super().permission_denied(request, message, code)
 
     def user(self, request: Request) -> AbstractBaseUser:
         user = request.user

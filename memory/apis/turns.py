@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import request_agent
-from config.api import StrictSerializer
+from config.api import MAX_ID, StrictSerializer
 from config.errors import NotFound
 from history.models import Session, SessionKind, Turn
 from memory.apis.errors import ERRORS
@@ -64,11 +64,11 @@ def participants_field() -> ParticipantOut:
 
 
 class SessionIn(StrictSerializer):
-    conversation_id = serializers.IntegerField(min_value=1)
+    conversation_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     kind = serializers.ChoiceField(choices=SessionKind.choices, default=SessionKind.INTERACTIVE)
-    requester_actor_id = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    requester_actor_id = serializers.IntegerField(min_value=1, max_value=MAX_ID, required=False, allow_null=True)
     goal = serializers.CharField(max_length=2_000, required=False, default="", allow_blank=True)
-    parent_session_id = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    parent_session_id = serializers.IntegerField(min_value=1, max_value=MAX_ID, required=False, allow_null=True)
 
 
 class SessionOut(serializers.Serializer[Any]):
@@ -82,9 +82,9 @@ class SessionOut(serializers.Serializer[Any]):
 
 
 class TurnIn(StrictSerializer):
-    inbound_message_id = serializers.IntegerField(min_value=1)
+    inbound_message_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     loaded_message_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
         required=False,
         default=list,
         max_length=100,

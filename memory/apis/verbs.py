@@ -9,51 +9,22 @@ from typing import Any
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from config.api import StrictSerializer
+from config.api import MAX_ID, StrictSerializer
 from memory.models import Authority, BeliefType, Portability
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE
 from memory.turns import MAX_CALLS_PER_ROUND, VerbCall
 
+#: A memory id as rendered: a revision's bigint id in hex, so at most 7fffffffffffffff (MAX_ID).
+MEMORY_ID = r"^\[?m:(?:[0-9a-f]{8,15}|[0-7][0-9a-f]{15})\]?$"
+
 
 def memory_id_field() -> serializers.RegexField:
-    return serializers.RegexField(r"^\[?m:[0-9a-f]{8,16}\]?$", help_text="A memory id as rendered, e.g. m:0000002a.")
+    return serializers.RegexField(MEMORY_ID, help_text="A memory id as rendered, e.g. m:0000002a.")
 
 
 def verb_field(name: str) -> serializers.ChoiceField:
     """Each verb's schema admits exactly its own name, so the documented oneOf is unambiguous."""
     return serializers.ChoiceField(choices=[name])
-
-
-#: The largest id a verb may name (PostgreSQL bigint): a larger one is a 400, not a failed query.
-MAX_ID = 2**63 - 1
-
-#: The JSON type each kind of field takes. A verb's arguments come from a model following the tool
-#: definitions (memory/tools.py), so the API takes exactly what those schemas admit: no coercion of
-#: "5" to 5, 1 to True or 5 to "5", which DRF's fields would otherwise do.
-_JSON_TYPES: list[tuple[type[serializers.Field[Any, Any, Any, Any]], tuple[type, ...], str]] = [
-    (serializers.BooleanField, (bool,), "a boolean"),
-    (serializers.IntegerField, (int,), "an integer"),
-    (serializers.FloatField, (int, float), "a number"),
-    (serializers.CharField, (str,), "a string"),
-    (serializers.ChoiceField, (str,), "a string"),
-    (serializers.DateTimeField, (str,), "a string"),
-]
-
-
-def json_type_errors(fields: dict[str, Any], data: dict[str, Any]) -> dict[str, list[str]]:
-    """The fields of ``data`` whose JSON type is not their field's (``null`` only where allowed)."""
-    errors = {}
-    for name, value in data.items():
-        field = fields.get(name)
-        if field is None or (value is None and field.allow_null):
-            continue
-        for kind, types, label in _JSON_TYPES:
-            if isinstance(field, kind):
-                integral = kind is serializers.IntegerField and isinstance(value, float) and value.is_integer()
-                if (isinstance(value, bool) and bool not in types) or not (isinstance(value, types) or integral):
-                    errors[name] = [f"must be {label}"]
-                break
-    return errors
 
 
 #: At most this many messages may be named as what one belief was learned from.
@@ -88,13 +59,6 @@ def one_subject(attrs: dict[str, Any]) -> dict[str, Any]:
 
 class VerbIn(StrictSerializer):
     """One memory verb call; each verb's ``verb`` field selects its schema."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            errors = json_type_errors(dict(self.fields), data)
-            if errors:
-                raise serializers.ValidationError(errors)
-        return super().to_internal_value(data)
 
 
 class RememberIn(VerbIn):
@@ -189,11 +153,11 @@ VERBS: dict[str, type[VerbIn]] = {
 }
 
 
-class RoundIn(serializers.Serializer[Any]):
+class RoundIn(StrictSerializer):
     calls = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_CALLS_PER_ROUND)
 
 
-class RoundDoc(serializers.Serializer[Any]):
+class RoundDoc(StrictSerializer):
     """The documented shape of a round: each call is one verb's strict schema, chosen by ``verb``."""
 
     calls = serializers.ListField(

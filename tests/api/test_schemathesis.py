@@ -11,6 +11,15 @@ whose actor the agent has heard from. A seeded world (conversations, sessions, t
 memories, sharing requests, grants) lets path and body ids name existing objects part of the time, so
 the cases reach past "404 not found" into the services.
 
+Every refused request (4xx) must also have written nothing: each table's rows are fingerprinted
+before the call and compared after it (tests/writes.py).
+
+A second, deterministic pass sends hostile values to every field of every operation: each body field
+(nested objects and list items included), query parameter and path parameter of a valid request is
+replaced in turn by the int64 edges (2**63-1, 2**63, -2**63-1, 0, -1) and by each wrong JSON type (a
+string, a boolean, null, a list, an object; an integer for a string). Whatever the schema refuses, the
+API must refuse: 400 for a body or query value, 404 for a path id; and never a 5xx or a write.
+
 Generation is deterministic (``derandomize``) and bounded per operation and mode. The test runs on
 ``transactional_db``: the WSGI handler closes connections whose autocommit differs from the settings at
 the end of each request, as production does, so the cases cannot run inside the test transaction.
@@ -18,11 +27,13 @@ the end of each request, as production does, so the cases cannot run inside the 
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]  # comes with drf-spectacular, without type stubs
 import pytest
 import schemathesis
 from django.contrib.auth.models import User
@@ -30,18 +41,20 @@ from django.utils.crypto import get_random_string
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
+from schemathesis.core import NOT_SET
 from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 from schemathesis.schemas import APIOperation
 
 from accounts.models import ApiScope, UserActor
 from accounts.services import api_key_create
-from memory.models import SharingGrant, SharingRequest
+from memory.models import MemoryEntry, SharingGrant, SharingRequest
 from tests.api.conftest import Runtime
 from tests.factories import AgentFactory
+from tests.writes import WriteWatch
 
-#: Generated cases per operation and generation mode: 12 operations x 2 modes x 30 stays well under
-#: two minutes on two cores.
+#: Generated cases per operation and generation mode: 16 operations x 2 modes x 30, with the write
+#: check on each, take about 40 s on two cores; the hostile-value pass below about 20 s more.
 MAX_EXAMPLES = 30
 #: Cases per mode for the end-user endpoints called without the person's session.
 OUTSIDERS = 5
@@ -146,6 +159,7 @@ def seed_world() -> World:
             "cited_ids": memories,
             "request_id": list(SharingRequest.objects.order_by("pk").values_list("pk", flat=True)),
             "grant_id": list(SharingGrant.objects.order_by("pk").values_list("pk", flat=True)),
+            "entry_id": list(MemoryEntry.objects.filter(agent=agent).order_by("pk").values_list("pk", flat=True)),
         },
     )
 
@@ -202,6 +216,13 @@ class Tally:
     #: Positive cases (valid by the schema) that the API refused as invalid: a schema looser than the API.
     refused: Counter[str] = field(default_factory=Counter)
     refusal_samples: dict[str, str] = field(default_factory=dict)
+    #: The tables each case changed (started once the world is seeded).
+    writes: WriteWatch | None = None
+
+    def wrote(self, label: str, status: int, changed: list[str], sent: str) -> None:
+        """Record a refused request that changed tables."""
+        self.failures += 1
+        self.reports.setdefault((label, f"{status} wrote {changed}"), sent)
 
 
 @dataclass(frozen=True)
@@ -236,6 +257,11 @@ def run_operation(
         tally.by_operation[operation.label] += 1
         response = case.call(headers=identity.headers, cookies=identity.cookies)
         tally.statuses.setdefault(f"{operation.label} as {identity.name}", Counter())[response.status_code] += 1
+        assert tally.writes is not None
+        changed = tally.writes.changed()
+        if 400 <= response.status_code < 500 and changed:
+            label = f"{operation.label} as {identity.name}"
+            tally.wrote(label, response.status_code, changed, f"[{mode.value}] {case.body!r:.300}")
         if mode is GenerationMode.POSITIVE and response.status_code == 400:
             tally.refused[operation.label] += 1
             tally.refusal_samples.setdefault(operation.label, f"{case.body!r:.300} -> {response.text:.300}")
@@ -263,10 +289,10 @@ def schema() -> Any:
 
 
 def test_every_operation_answers_within_its_schema(transactional_db: None, schema: Any) -> None:
-    """Generated requests to every operation, as an agent or as a logged-in person, never get a 5xx
-    and always get a documented status, content type and body."""
+    """Generated requests to every operation, as an agent or as a logged-in person, never get a 5xx,
+    always get a documented status, content type and body, and when refused have written nothing."""
     world = seed_world()
-    tally = Tally()
+    tally = Tally(writes=WriteWatch())
     for operation in operations(schema):
         for identity, examples in identities(operation, world):
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -284,3 +310,216 @@ def test_every_operation_answers_within_its_schema(transactional_db: None, schem
     )
     assert len(tally.by_operation) == len(list(operations(schema)))
     assert tally.failures == 0, sorted(tally.reports)
+
+
+# --------------------------------------------------------------------------------------------------
+# hostile values in every field
+# --------------------------------------------------------------------------------------------------
+
+INT64_EDGES: list[Any] = [2**63 - 1, 2**63, -(2**63) - 1, 0, -1]
+#: A wrong JSON type for every field: a string (for an integer), a boolean, null, a list, an object;
+#: the integers above are the wrong type for a string.
+WRONG_TYPES: list[Any] = ["7", True, None, [1], {"k": 1}]
+HOSTILE = INT64_EDGES + WRONG_TYPES
+#: The same, as they arrive in a path or a query string.
+HOSTILE_TEXT = [str(v) for v in INT64_EDGES] + ["seven", "true", "null", "[1]", "{}", ""]
+
+
+def valid_bodies(world: World) -> dict[str, list[Any]]:
+    """A valid request body per operation that takes one (a round: one per verb), so that the value
+    put into a field is the only thing that can be wrong with it."""
+    ids = world.ids
+    memory, conversation = ids["id"][0], ids["conversation_id"][0]
+    message = {
+        "connector": {"type": "slack", "name": "acme"},
+        "thread": {
+            "external_id": "fuzz",
+            "title": "",
+            "project": "",
+            "audience": {"kind": "members", "readers": ["U200"]},
+        },
+        "actor": {"external_id": "U200", "display_name": "Alice"},
+        "external_id": "fuzz-1",
+        "body": "Hello from the fuzzer.",
+        "created_at": "2026-11-30T10:00:00Z",
+        "evidence": {"method": "connector_signed", "detail": {}},
+    }
+    calls = [
+        {"verb": "remember", "body": "The fuzzer was here."},
+        {"verb": "recall", "query": "fuzzer"},
+        {"verb": "amend", "id": memory, "body": "The fuzzer was here twice."},
+        {"verb": "forget", "id": memory},
+        {"verb": "request_memory_sharing", "id": memory, "conversation_id": conversation},
+        {"verb": "search_history", "query": "hello"},
+    ]
+    return {
+        "POST /api/v1/messages": [{"messages": [message]}],
+        "POST /api/v1/sessions": [
+            {"conversation_id": conversation, "requester_actor_id": ids["requester_actor_id"][0]}
+        ],
+        "POST /api/v1/sessions/{session_id}/turns": [
+            {"inbound_message_id": ids["inbound_message_id"][0], "loaded_message_ids": [ids["inbound_message_id"][1]]}
+        ],
+        "POST /api/v1/turns/{turn_id}/rounds": [{"calls": [call]} for call in calls],
+        "POST /api/v1/turns/{turn_id}/reply": [{"body": "Thanks.", "cited_ids": [memory]}],
+        "POST /api/v1/me/sharing-requests/{request_id}/decision": [{"approve": False}],
+    }
+
+
+def resolve(node: dict[str, Any], raw: dict[str, Any], value: Any = None) -> dict[str, Any]:
+    """``node`` with references followed; a one-element ``allOf`` unwrapped; a discriminated ``oneOf``
+    narrowed to the branch ``value`` names."""
+    while True:
+        if "$ref" in node:
+            node = {
+                **raw["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]],
+                **{k: v for k, v in node.items() if k != "$ref"},
+            }
+        elif len(node.get("allOf", [])) == 1:
+            node = {**resolve(node["allOf"][0], raw), **{k: v for k, v in node.items() if k != "allOf"}}
+        elif "discriminator" in node and isinstance(value, dict):
+            node = {"$ref": node["discriminator"]["mapping"][value[node["discriminator"]["propertyName"]]]}
+        else:
+            return node
+
+
+def json_schema(node: Any, raw: dict[str, Any]) -> Any:
+    """An OpenAPI 3.0 schema as plain JSON Schema, references inlined and ``nullable`` as a type."""
+    if isinstance(node, list):
+        return [json_schema(item, raw) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = resolve(node, raw)
+    plain = {key: json_schema(child, raw) for key, child in node.items() if key not in ("nullable", "discriminator")}
+    return {"anyOf": [plain, {"type": "null"}]} if node.get("nullable") else plain
+
+
+def body_fields(
+    node: dict[str, Any], value: Any, raw: dict[str, Any]
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """(path, schema) of every field of a body: each property, the first item of each list, and the
+    fields of nested objects and list items the valid body has."""
+    node = resolve(node, raw, value)
+    for name, schema in node.get("properties", {}).items():
+        child = value.get(name) if isinstance(value, dict) else None
+        schema = resolve(schema, raw, child)
+        yield (name,), schema
+        if isinstance(child, dict):
+            for path, inner in body_fields(schema, child, raw):
+                yield (name, *path), inner
+        if schema.get("type") == "array" and isinstance(child, list) and child:
+            item = resolve(schema["items"], raw, child[0])
+            yield (name, 0), item
+            if isinstance(child[0], dict):
+                for path, inner in body_fields(item, child[0], raw):
+                    yield (name, 0, *path), inner
+
+
+def replaced(body: Any, path: tuple[Any, ...], value: Any) -> Any:
+    copied = copy.deepcopy(body)
+    target = copied
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return copied
+
+
+def integer_text_valid(text: str, schema: dict[str, Any]) -> bool:
+    try:
+        number = int(text)
+    except ValueError:
+        return False
+    return text == str(number) and schema.get("minimum", number) <= number <= schema.get("maximum", number)
+
+
+@dataclass
+class Probe:
+    """One request with one hostile value: where it went, and the status the schema demands (None: any
+    but a 5xx)."""
+
+    where: str
+    path_parameters: dict[str, Any]
+    query: dict[str, Any]
+    body: Any
+    expected: int | None
+
+
+def probes(operation: APIOperation, raw: dict[str, Any], world: World, bodies: dict[str, list[Any]]) -> Iterator[Probe]:
+    definition = raw["paths"][operation.path][operation.method.lower()]
+    parameters = definition.get("parameters", [])
+    path_ids = {p["name"]: world.ids[p["name"]][0] for p in parameters if p["in"] == "path"}
+    bases = bodies.get(operation.label, [None])
+    body_schema = definition.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    assert body_schema is None or bases != [None], f"add a valid body for {operation.label}"
+    for base in bases:
+        if base is None:
+            continue
+        for path, schema in body_fields(body_schema, base, raw):
+            validator = jsonschema.Draft7Validator(json_schema(schema, raw))
+            for value in HOSTILE:
+                where = ".".join(str(p) for p in path)
+                if path[0] == "calls":
+                    where = f"{base['calls'][0]['verb']}:{where}"
+                expected = None if validator.is_valid(value) else 400
+                yield Probe(f"body {where}={value!r}", path_ids, {}, replaced(base, path, value), expected)
+    base = bases[0]
+    for parameter in parameters:
+        schema = resolve(parameter["schema"], raw)
+        for text in HOSTILE_TEXT:
+            if parameter["in"] == "path":
+                expected = None if integer_text_valid(text, schema) else 404
+                yield Probe(
+                    f"path {parameter['name']}={text!r}", {**path_ids, parameter["name"]: text}, {}, base, expected
+                )
+            elif parameter["in"] == "query":
+                integer = schema.get("type") == "integer"
+                expected = 400 if integer and not integer_text_valid(text, schema) else None
+                yield Probe(f"query {parameter['name']}={text!r}", path_ids, {parameter["name"]: text}, base, expected)
+
+
+def test_every_field_refuses_int64_edges_and_wrong_json_types(transactional_db: None, schema: Any) -> None:
+    """Every field of every operation, given each int64 edge and each wrong JSON type: what the schema
+    refuses the API refuses (400 in a body or query, 404 in a path), nothing answers a 5xx or strays
+    from the schema, and no refused request writes anything."""
+    world = seed_world()
+    raw = APIClient().get("/api/schema/?format=json").json()
+    bodies = valid_bodies(world)
+    failures: dict[str, str] = {}
+    sent = Counter[str]()
+    writes = WriteWatch()
+    for operation in operations(schema):
+        person = operation.path.startswith("/api/v1/me/")
+        headers = world.user_headers if person else world.agent_headers
+        cookies = world.user_cookies if person else None
+        for probe in probes(operation, raw, world, bodies):
+            case = operation.Case(
+                path_parameters=probe.path_parameters,
+                query=probe.query or None,
+                body=probe.body if probe.body is not None else NOT_SET,
+                media_type="application/json" if probe.body is not None else None,
+            )
+            response = case.call(headers=headers, cookies=cookies)
+            sent[operation.label] += 1
+            status = response.status_code
+            label = f"{operation.label} {probe.where}"
+            changed = writes.changed()
+            if probe.expected is not None and status != probe.expected:
+                failures[label] = f"answered {status}, the schema refuses it ({probe.expected}): {response.text:.300}"
+            elif 400 <= status < 500 and changed:
+                failures[label] = f"answered {status} and wrote {changed}"
+            else:
+                try:
+                    case.validate_response(response, checks=CHECKS, headers=headers)
+                except FailureGroup as group:
+                    failures[label] = f"answered {status}: {group.message:.500}"
+    for label, count in sorted(sent.items()):
+        print(f"{label}: {count} hostile values")
+    for label, report in sorted(failures.items()):
+        print(f"--- {label}: {report}")
+    takes_input = {
+        operation.label
+        for operation in operations(schema)
+        if raw["paths"][operation.path][operation.method.lower()].keys() & {"parameters", "requestBody"}
+    }
+    assert set(sent) == takes_input and len(takes_input) >= 15
+    assert not failures, sorted(failures)

@@ -42,7 +42,7 @@ BODIES: dict[str, Any] = {
 }
 SKIPPED_PREFIXES = ("admin/",)
 METHODS = ("get", "post", "put", "patch", "delete")
-PARAM = re.compile(r"<int:(\w+)>")
+PARAM = re.compile(r"<(?:int|id):(\w+)>")
 
 
 @dataclass(frozen=True)

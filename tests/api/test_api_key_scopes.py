@@ -29,8 +29,8 @@ def remembered(runtime: Runtime) -> list[int]:
     turn = runtime.turn("dm-alice", "U200", "I moved to Lisbon and I drink oolong.")
     ran = runtime.round(
         turn["turn_id"],
-        {"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr"},
-        {"verb": "remember", "body": "Drinks oolong tea.", "belief_type": "preference"},
+        {"verb": "remember", "body": "Lives in Lisbon.", "belief_type": "user_model_attr", "subject": "speaker"},
+        {"verb": "remember", "body": "Drinks oolong tea.", "belief_type": "preference", "subject": "speaker"},
     )
     assert [r["status"] for r in ran.json()["results"]] == ["ok", "ok"], ran.json()
     return list(

@@ -77,7 +77,12 @@ def semantically_retrievable_through_the_api(worker: CeleryWorkerProcess, settin
         turn = runtime.turn("dm-alice", "U200", "Please write to me in a short, prose-first way.")
         made = runtime.round(
             turn["turn_id"],
-            {"verb": "remember", "body": "Prefers concise prose-first writing.", "belief_type": "preference"},
+            {
+                "verb": "remember",
+                "body": "Prefers concise prose-first writing.",
+                "belief_type": "preference",
+                "subject": "speaker",
+            },
         )
         memory_id = made.json()["results"][0]["result"]["id"]
         revision_id = int(memory_id.split(":")[1], 16)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import Runtime, runtime_for
+from tests.api.conftest import Runtime, alice_browser, runtime_for
 from tests.factories import AgentFactory
 
 
@@ -14,3 +14,6 @@ def runtime(db: None) -> Runtime:
     for person in ("U100", "U200", "U300"):
         runtime.say("general", person, "Morning all")
     return runtime
+
+
+__all__ = ["alice_browser", "runtime"]  # alice_browser: Alice signed in as herself (tests/api/conftest.py)

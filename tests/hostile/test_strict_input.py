@@ -19,11 +19,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import URLPattern, get_resolver
 from rest_framework.test import APIClient
 
-from accounts.models import UserActor
 from history.models import Turn
 from memory.models import SharingGrant, SharingRequest
 from tests.api.conftest import Runtime
@@ -31,17 +29,6 @@ from tests.writes import database_fingerprint, tables_changed
 
 INT64_MAX = 2**63 - 1
 PAST_BIGINT = [2**63, 99999999999999999999, -(2**63) - 1]
-
-
-@pytest.fixture
-def alice_browser(runtime: Runtime) -> APIClient:
-    """Alice, signed in to Engram as herself (an end user, not an agent)."""
-    runtime.say("dm-alice", "U200", "hi")
-    user = User.objects.create_user(username="alice", password="pw")
-    UserActor.objects.create(user=user, actor=runtime.actor("U200"))
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 @contextmanager
@@ -163,9 +150,10 @@ def test_a_cited_memory_id_past_bigint_is_refused_and_the_turn_stays_open(runtim
     ["subject_actor_id=9223372036854775808", "source_actor_id=99999999999999999999", "source_actor_id=0"],
 )
 def test_query_ids_outside_bigint_are_refused(runtime: Runtime, query: str) -> None:
+    manager = runtime.manager()
     with writes_nothing():
-        refused(runtime.get(f"/api/v1/memories?{query}"), 400, "invalid_request")
-    assert runtime.get("/api/v1/memories?subject_actor_id=9223372036854775807").status_code == 200
+        refused(manager.get(f"/api/v1/memories?{query}"), 400, "invalid_request")
+    assert manager.get("/api/v1/memories?subject_actor_id=9223372036854775807").status_code == 200
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,9 +195,12 @@ def test_a_path_id_outside_bigint_or_unknown_answers_404_not_found(
     runtime: Runtime, alice_browser: APIClient, value: str
 ) -> None:
     """Out of range, the id matches no route; the largest bigint reaches the lookup and finds nothing."""
+    manager = runtime.manager()
     with writes_nothing():
         for name, route, method in api_routes_with_ids():
             client = alice_browser if route.startswith("api/v1/me/") else runtime.client
+            if route.startswith("api/v1/memories"):
+                client = manager.client
             path = "/" + route.split("<", 1)[0] + value + route.split(">", 1)[1]
             body = POST_BODIES.get(name) if method == "post" else None
             response = getattr(client, method)(path, body, format="json")
@@ -447,16 +438,18 @@ def encoded(querystring: bytes) -> str:
     ],
 )
 def test_a_cursor_the_api_did_not_issue_is_a_400_invalid_cursor(runtime: Runtime, cursor: str) -> None:
+    manager = runtime.manager()
     with writes_nothing():
-        body = refused(runtime.client.get("/api/v1/memories", {"cursor": cursor}), 400, "invalid_cursor")
+        body = refused(manager.client.get("/api/v1/memories", {"cursor": cursor}), 400, "invalid_cursor")
     assert "cursor" in body["message"]
 
 
 def test_an_issued_cursor_reads_the_next_page(runtime: Runtime) -> None:
     turn = runtime.turn("general", "U100", "Remember two things.")
     runtime.round(turn["turn_id"], {"verb": "remember", "body": "One."}, {"verb": "remember", "body": "Two."})
-    first = runtime.get("/api/v1/memories?page_size=1").json()
-    second = runtime.get(first["next"]).json()
+    manager = runtime.manager()
+    first = manager.get("/api/v1/memories?page_size=1").json()
+    second = manager.get(first["next"]).json()
     assert [len(first["results"]), len(second["results"])] == [1, 1]
     assert first["results"][0]["id"] != second["results"][0]["id"]
 

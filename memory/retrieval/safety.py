@@ -12,6 +12,7 @@ history hits and their neighbours) is made by that one function.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from accounts.models import actor_label
@@ -115,6 +116,9 @@ _BRACKETS = str.maketrans({"<": "\u2039", ">": "\u203a"})
 WITHHELD_NAME = "(name withheld)"
 
 
+#: Every recall and search labels the same few people again and again: a name's screening is a pure
+#: function of its text, so each worker remembers the latest few thousand.
+@functools.lru_cache(maxsize=4096)
 def model_name(text: str, *, limit: int = NAME_LIMIT) -> str:
     """Outside text that names something (a display name, an external id, a project), as a model may
     read it: cleaned as ingest cleans names (rows stored before that rule existed are cleaned here),

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accounts.selectors import actors_named_in
+from accounts.models import Actor
 from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from history.models import Conversation, Turn
@@ -38,9 +38,15 @@ RECENT_MESSAGES = 500
 #: The subject reference for the person who wrote the message being answered.
 SPEAKER = "speaker"
 
+#: Where the people the message names, and then the recent authors, start in the participants' order
+#: (the speaker and readers come first, at their own positions).
+MENTIONED_FROM, RECENT_FROM = 1_000_000, 2_000_000
+
 #: The participants in one statement, in order: the actors named first (the speaker, then the
-#: conversation's readers), then the authenticated authors of its recent inbound messages, newest
-#: first; each once, only the agent's own people, never its own identity.
+#: conversation's readers), then those whose display name or external id the answered message
+#: contains (a substring test, confirmed as a whole word in Python), then the authenticated authors of
+#: its recent inbound messages, newest first; each once, only the agent's own people, never its own
+#: identity. Each row says whether the message's naming it is its only reason to be there.
 PARTICIPANTS_SQL = f"""
 WITH recent AS (
     SELECT m.actor_id, max(m.id) AS latest
@@ -54,24 +60,32 @@ WITH recent AS (
     GROUP BY m.actor_id
     ORDER BY latest DESC
     LIMIT {MAX_PARTICIPANTS}
+), mentioned AS (
+    SELECT a.id AS actor_id FROM accounts_actor a JOIN accounts_connector c ON c.id = a.connector_id
+    WHERE %(said)s <> '' AND c.agent_id = %(agent_id)s
+      AND (a.display_name <> '' AND strpos(%(said)s, lower(a.display_name)) > 0
+           OR a.external_id <> '' AND strpos(%(said)s, lower(a.external_id)) > 0)
 ), wanted AS (
     SELECT actor_id, position FROM unnest(%(named)s::bigint[]) WITH ORDINALITY AS n(actor_id, position)
     UNION ALL
-    SELECT actor_id, {MAX_PARTICIPANTS} + row_number() OVER (ORDER BY latest DESC) FROM recent
+    SELECT actor_id, {MENTIONED_FROM} FROM mentioned
+    UNION ALL
+    SELECT actor_id, {RECENT_FROM} + row_number() OVER (ORDER BY latest DESC) FROM recent
 )
-SELECT a.id, a.external_id, a.display_name, c.type, c.name
+SELECT a.id, a.external_id, a.display_name, c.type, c.name,
+       bool_and(w.position >= {MENTIONED_FROM} AND w.position < {RECENT_FROM}) AS only_mentioned
 FROM wanted w
 JOIN accounts_actor a ON a.id = w.actor_id
 JOIN accounts_connector c ON c.id = a.connector_id
 WHERE c.agent_id = %(agent_id)s AND NOT a.is_agent
 GROUP BY a.id, a.external_id, a.display_name, c.type, c.name
-ORDER BY min(w.position)
-LIMIT {MAX_PARTICIPANTS}
+ORDER BY min(w.position), a.id
+LIMIT {2 * MAX_PARTICIPANTS}
 """
 
 #: The authenticated authors of some of the agent's messages, with their connectors.
 AUTHORS_OF_SQL = """
-SELECT DISTINCT a.id, a.external_id, a.display_name, c.type, c.name
+SELECT DISTINCT a.id, a.external_id, a.display_name, c.type, c.name, false
 FROM history_message m
 JOIN accounts_actor a ON a.id = m.actor_id
 JOIN accounts_connector c ON c.id = a.connector_id
@@ -105,14 +119,14 @@ def conversation_participants(
 ) -> list[Participant]:
     """The speaker first, then the conversation's readers, then the people ``said`` (the message being
     answered) names, then the conversation's recent authenticated authors."""
-    mentioned = named_actor_ids(said, actors_named_in(conversation.agent_id, said)) if said.strip() else ()
-    named = [*([speaker_id] if speaker_id is not None else []), *conversation.audience_readers, *mentioned]
+    named = [*([speaker_id] if speaker_id is not None else []), *conversation.audience_readers]
     params = {
         "conversation_id": conversation.pk,
         "named": list(dict.fromkeys(named)),
         "agent_id": conversation.agent_id,
+        "said": said.lower() if said.strip() else "",
     }
-    return _participants(PARTICIPANTS_SQL, params, speaker_id=speaker_id)
+    return _participants(PARTICIPANTS_SQL, params, speaker_id=speaker_id, said=said)[:MAX_PARTICIPANTS]
 
 
 def turn_participants(turn: Turn) -> list[Participant]:
@@ -121,10 +135,13 @@ def turn_participants(turn: Turn) -> list[Participant]:
     return conversation_participants(turn.session.conversation, speaker_id=turn.requester_id, said=said)
 
 
-def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None) -> list[Participant]:
+def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None, said: str = "") -> list[Participant]:
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    # A name found only as a substring of the message (Al in "Alice") is no mention: keep the whole words.
+    only_mentioned = [Actor(pk=row[0], external_id=row[1], display_name=row[2]) for row in rows if row[5]]
+    mentioned = set(named_actor_ids(said, only_mentioned)) if only_mentioned else set()
     return [
         Participant(
             actor_id=actor_id,
@@ -133,7 +150,8 @@ def _participants(sql: str, params: Mapping[str, Any], *, speaker_id: int | None
             connector=f"{connector_type}:{connector_name}",
             speaking=actor_id == speaker_id,
         )
-        for actor_id, external_id, display_name, connector_type, connector_name in rows
+        for actor_id, external_id, display_name, connector_type, connector_name, mention_only in rows
+        if not mention_only or actor_id in mentioned
     ]
 
 

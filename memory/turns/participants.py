@@ -65,7 +65,7 @@ WITH recent AS (
     WHERE %(said)s <> '' AND c.agent_id = %(agent_id)s
       AND (a.display_name <> '' AND strpos(%(said)s, lower(a.display_name)) > 0
            OR a.external_id <> '' AND strpos(%(said)s, lower(a.external_id)) > 0)
-), wanted AS (
+), wanted AS MATERIALIZED (
     SELECT actor_id, position FROM unnest(%(named)s::bigint[]) WITH ORDINALITY AS n(actor_id, position)
     UNION ALL
     SELECT actor_id, {MENTIONED_FROM} FROM mentioned

@@ -96,6 +96,13 @@ def _pending(request_id: int) -> SharingRequest:
     return request
 
 
+def _decide(request: SharingRequest, user: AbstractBaseUser, *, approve: bool) -> None:
+    request.state = SharingState.APPROVED if approve else SharingState.DENIED
+    request.decided_at = timezone.now()
+    request.decided_by_user_id = user.pk
+    request.save(update_fields=["state", "decided_at", "decided_by_user"])
+
+
 def _grant(request: SharingRequest, **grantor: object) -> SharingGrant:
     return SharingGrant.objects.create(
         agent_id=request.agent_id,
@@ -138,18 +145,12 @@ def sharing_request_decide_as_source(*, request_id: int, user: AbstractBaseUser,
     undecided = [consent for consent in mine if consent.state == ConsentState.PENDING]
     if not undecided:
         raise Conflict("you have already answered this request", code="already_decided")
-    now = timezone.now()
-    for consent in undecided:
-        consent.state = ConsentState.GIVEN if approve else ConsentState.DENIED
-        consent.decided_at = now
-        consent.decided_by_user_id = user.pk
-        consent.save(update_fields=["state", "decided_at", "decided_by_user"])
+    SharingConsent.objects.filter(pk__in=[consent.pk for consent in undecided]).update(
+        state=ConsentState.GIVEN if approve else ConsentState.DENIED, decided_at=timezone.now(), decided_by_user=user
+    )
     if approve and request.consents.exclude(state=ConsentState.GIVEN).exists():
         return None  # others still have to answer
-    request.state = SharingState.APPROVED if approve else SharingState.DENIED
-    request.decided_at = now
-    request.decided_by_user_id = user.pk
-    request.save(update_fields=["state", "decided_at", "decided_by_user"])
+    _decide(request, user, approve=approve)
     return _grant(request, granted_by_actor_id=undecided[0].actor_id) if approve else None
 
 
@@ -159,10 +160,7 @@ def sharing_request_review(*, request_id: int, operator: AbstractBaseUser, appro
     request = _pending(request_id)
     if not _operates(operator, request.agent.tenant_id):
         raise NotFound("sharing request not found", code="not_found")
-    request.state = SharingState.APPROVED if approve else SharingState.DENIED
-    request.decided_at = timezone.now()
-    request.decided_by_user_id = operator.pk
-    request.save(update_fields=["state", "decided_at", "decided_by_user"])
+    _decide(request, operator, approve=approve)
     return _grant(request, granted_by_user_id=operator.pk) if approve else None
 
 

@@ -18,13 +18,12 @@ from accounts.models import UserActor
 from history.models import Turn
 from memory.models import CorrectionRelation, MemoryRevision, RecallTraceItem, SharingGrant, SharingRequest
 from memory.selectors import correction_relations
-from tests.api.conftest import NAMES, Runtime
+from tests.api.conftest import Runtime
 
 pytestmark = pytest.mark.django_db
 
 #: A private group of three: Victor, Alice and Bob.
 GROUP = "group-vab"
-NAMES.setdefault("U400", "Carol")
 GROUP_AUDIENCE = {"kind": "members", "readers": ["U100", "U200", "U300"]}
 
 

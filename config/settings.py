@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "accounts",
     "history",
     "memory",
+    "pages",  # the pages people see (their turns, what the agent knows about them)
     "demo",  # the first-run demo workspace (commands only)
     "bench",  # benchmark, load and fault commands (not product code)
 ]

@@ -10,7 +10,6 @@ from rest_framework.response import Response
 
 import config.schema  # noqa: F401  (registers the OpenAPI extensions)
 from config.api import IdConverter
-from config.views import home
 from history.apis import MessageIngestApi
 from memory.apis import (
     LedgerApi,
@@ -25,9 +24,9 @@ from memory.apis import (
     TurnCreateApi,
     TurnDetailApi,
 )
-from memory.data_apis import MemoryDetailApi, MemoryListApi
-from memory.tool_apis import ToolsApi, TurnToolsApi
-from memory.views import message_detail, my_data_export, rejection_create, turn_detail, turn_list
+from memory.apis.data import MemoryDetailApi, MemoryListApi
+from memory.apis.tools import ToolsApi, TurnToolsApi
+from pages.views import home, message_detail, my_data_export, rejection_create, turn_detail, turn_list
 
 
 @extend_schema(exclude=True)
@@ -83,7 +82,7 @@ urlpatterns = [
         name="me-sharing-decision",
     ),
     path("api/v1/me/grants/<id:grant_id>/revoke", MyGrantRevokeApi.as_view(), name="me-grants-revoke"),
-    # -- tool definitions for models (the Python client's tools(); memory/tool_apis.py) --
+    # -- tool definitions for models (the Python client's tools(); memory/apis/tools.py) --
     path("api/v1/tools", ToolsApi.as_view(), name="tools-list"),
     path("api/v1/turns/<id:turn_id>/tools", TurnToolsApi.as_view(), name="turns-tools"),
     # -- end of tool definitions --

@@ -1,12 +1,9 @@
-"""Site-wide views: the front door (``/``) and the error views. API paths answer errors in the API's own
+"""Site-wide error views. API paths answer errors in the API's own
 error format, never an HTML page; every other path gets the site's own pages (templates/404.html, …)."""
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
-from django.shortcuts import render
-from django.urls import reverse
-from django.views.decorators.http import require_safe
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import bad_request as bad_request_page
 from django.views.defaults import page_not_found, server_error
 from django.views.defaults import permission_denied as permission_denied_page
@@ -16,15 +13,6 @@ from config.api import error_body
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
-
-
-@require_safe
-def home(request: HttpRequest) -> HttpResponse:
-    """A signed-in user goes straight to their turns; anyone else gets the landing page (which reads
-    nothing from the database, so it answers even for a visitor with no account)."""
-    if request.user.is_authenticated:
-        return HttpResponseRedirect(reverse("engram-turns"))
-    return render(request, "engram/home.html")
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

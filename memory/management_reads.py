@@ -1,4 +1,4 @@
-"""The audit of the management API's reads (``memory.data_apis``): the one service that writes it."""
+"""The audit of the management API's reads (``memory.apis.data``): the one service that writes it."""
 
 from __future__ import annotations
 

@@ -25,6 +25,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("history", ("history",)),
     # memories, grants, embeddings, eligibility, recall and history search, the turn protocol
     ("memory", ("memory",)),
+    # the pages people see, over memory's selectors and services
+    ("pages", ("pages",)),
     ("demo", ("demo",)),
     ("bench", ("bench",)),
     # the URL map, which mounts every app's views: the one place allowed to import them all

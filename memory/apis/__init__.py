@@ -8,6 +8,8 @@ Every object is fetched inside the caller's perspective; another agent's or tena
 - ``turns``: sessions, turns, rounds, the ledger and the reply;
 - ``traces``: a recall trace, read back by its agent;
 - ``sharing``: the end user's sharing decisions and grant revocations (session login);
+- ``data``: the management API, an agent's own memories (``/api/v1/memories``);
+- ``tools``: tool definitions for models, in each provider's shape;
 - ``errors``: the error responses every endpoint documents.
 """
 

@@ -20,7 +20,7 @@ class ManagementEndpoint(models.TextChoices):
 
 
 class ManagementReadEvent(models.Model):
-    """One management read (``memory.data_apis``), written before its response is sent: a read whose
+    """One management read (``memory.apis.data``), written before its response is sent: a read whose
     audit row cannot be written fails. Ids and filters only, never memory text; the entry ids are
     plain numbers, so the row outlives an erasure of what it names without pointing at it."""
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memory.models import RecallMoment, RecallTrace, RecallTraceItem, Rejection, short_id
 from memory.selectors import items_within_ceilings
-from memory.views import TURNS_PER_PAGE
+from pages.views import TURNS_PER_PAGE
 from tests.ui.conftest import MANAGER, PASSWORD, POISON, SALARY, World, assert_valid_html, shown_ids
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ def test_the_turn_list_holds_the_turns_of_conversations_the_user_could_read_newe
 
 
 def test_the_turn_list_is_paginated(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memory.views.TURNS_PER_PAGE", 2)
+    monkeypatch.setattr("pages.views.TURNS_PER_PAGE", 2)
     first = page(world, world.alice, "/turns/")
     second = page(world, world.alice, "/turns/?page=2")
     assert 'href="?page=2"' in first and "Page 1 of 2" in first

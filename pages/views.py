@@ -1,4 +1,4 @@
-"""The end user's pages: their turns, "what did you know" for one turn, and the rejection flow.
+"""The end user's pages: the front door, their turns, "what did you know" for one turn, the rejection flow.
 
 Server-rendered and usable without JavaScript. Views are thin: they resolve the viewer's objects
 through :mod:`memory.selectors` (a turn, message or item the viewer may not see is a 404, exactly like
@@ -17,7 +17,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from config.errors import NotFound, ServiceError
 from config.replica import routed_read
@@ -27,6 +27,15 @@ from memory.rejections import MAX_CORRECTION_LENGTH, rejection_record, rejection
 from memory.selectors import message_for_viewer, turn_explanation, turn_for_viewer, turn_traces, turns_for_viewer
 
 TURNS_PER_PAGE = 20
+
+
+@require_safe
+def home(request: HttpRequest) -> HttpResponse:
+    """A signed-in user goes straight to their turns; anyone else gets the landing page (which reads
+    nothing from the database, so it answers even for a visitor with no account)."""
+    if request.user.is_authenticated:
+        return HttpResponseRedirect(reverse("engram-turns"))
+    return render(request, "pages/home.html")
 
 
 class RejectionForm(forms.Form):
@@ -45,7 +54,7 @@ def _user(request: HttpRequest) -> AbstractBaseUser:
 @routed_read
 def turn_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(turns_for_viewer(_user(request)), TURNS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "engram/turn_list.html", {"page": page})
+    return render(request, "pages/turn_list.html", {"page": page})
 
 
 @require_GET
@@ -57,7 +66,7 @@ def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
         turn = turn_for_viewer(user, turn_id)
     except NotFound as missing:
         raise Http404(missing.message) from missing
-    return render(request, "engram/turn_detail.html", {"explanation": turn_explanation(user, turn)})
+    return render(request, "pages/turn_detail.html", {"explanation": turn_explanation(user, turn)})
 
 
 @require_POST
@@ -101,7 +110,7 @@ def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
         message = message_for_viewer(_user(request), message_id)
     except NotFound as missing:
         raise Http404(missing.message) from missing
-    return render(request, "engram/message_detail.html", {"message": message})
+    return render(request, "pages/message_detail.html", {"message": message})
 
 
 @require_GET

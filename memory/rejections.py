@@ -53,7 +53,7 @@ from memory.models import (
     RejectionKind,
     RevisionOrigin,
 )
-from memory.selectors import correction_item, correction_relations, source_messages, trace_conversation
+from memory.selectors import CorrectionTarget, correction_item, correction_relations, source_messages
 from memory.services import Correction, Provenance, entry_forget, revision_amend
 
 #: How much "something's wrong" lowers an entry's utility: the weight of one citation.
@@ -71,12 +71,21 @@ CORRECTION_AUTHORITY: dict[str, tuple[str, float]] = {
 
 
 @transaction.atomic
-def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, correction: str = "") -> Rejection:
-    """Record the user's rejection of one traced belief and apply it; return the committed event.
+def rejection_record(
+    *,
+    user: AbstractBaseUser,
+    kind: str,
+    correction: str = "",
+    trace_item_id: int | None = None,
+    target: CorrectionTarget | None = None,
+) -> Rejection:
+    """Record the user's rejection of one belief they were shown and apply it; return the committed event.
 
-    The user must be able to see that item on a turn page (a conversation they could read, within
-    both ceilings, not withheld) or operate its tenant, else ``NotFound``, exactly as for a missing
-    item. The rejection
+    The belief is named either by ``trace_item_id`` (an item of a turn page's recalls) or by a
+    ``target`` a selector resolved for this user (a memory the turn wrote, or one on the person's
+    "what the agent knows about you" page: :mod:`memory.selectors`, :mod:`memory.known`). The user must
+    be able to see an item on a turn page (a conversation they could read, within both ceilings, not
+    withheld) or operate its tenant, else ``NotFound``, exactly as for a missing item. The rejection
     applies to the belief as it stands: if the entry was retired or has a newer revision since the
     turn, it raises ``Conflict`` and writes nothing (the page shows what changed instead).
 
@@ -109,10 +118,14 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
     if kind != RejectionKind.CHANGED:
         correction = ""
 
-    item = correction_item(user, trace_item_id)
-    revision = item.revision
+    if (trace_item_id is None) == (target is None):
+        raise TypeError("name the belief by trace_item_id or by target, not both")
+    if target is None:
+        assert trace_item_id is not None
+        target = correction_item(user, trace_item_id)
+    revision = target.revision
     # Lock the entry row alone: a join here would lock the agent row too, serialising unrelated writes.
-    entry = MemoryEntry.objects.select_for_update().get(pk=item.entry_id)
+    entry = MemoryEntry.objects.select_for_update().get(pk=revision.entry_id)
     if entry.status == EntryStatus.FORGOTTEN:
         raise Conflict(f"memory {revision.short_id} was already retired", code="memory_forgotten")
     if entry.current_revision_id != revision.pk:
@@ -149,15 +162,15 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
             created_by=RevisionOrigin.USER_CORRECTION,
         ).revision
     elif kind == RejectionKind.NOT_HERE:
-        here = trace_conversation(item.trace)
-        assert here is not None  # visible items always come from a conversation's trace
+        if target.here is None:
+            raise Unprocessable("say where it does not hold from a turn in that conversation", code="no_conversation")
         # The statement and its author stay (only where it applies changes); the evidence names the corrector.
         resulting = revision_amend(
             agent=agent,
             entry_id=entry.pk,
             expected_revision_id=revision.pk,
             provenance=_correction_provenance(user, relation, revision, restates=False),
-            changes=_not_here_changes(revision, carried=item.carried, here=here),
+            changes=_not_here_changes(revision, carried=target.carried, here=target.here),
             created_by=RevisionOrigin.USER_CORRECTION,
         ).revision
     else:
@@ -168,7 +181,7 @@ def rejection_record(*, user: AbstractBaseUser, trace_item_id: int, kind: str, c
     return Rejection.objects.create(
         agent=agent,
         user_id=user.pk,
-        trace_item=item,
+        trace_item=target.trace_item,
         revision=revision,
         kind=kind,
         requested_kind=requested,

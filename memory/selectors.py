@@ -205,13 +205,30 @@ def _operated_tenants(user: Viewer, tenant_ids: set[int]) -> set[int]:
     )
 
 
-def correction_item(user: Viewer, trace_item_id: int) -> RecallTraceItem:
+@dataclass(frozen=True)
+class CorrectionTarget:
+    """One belief a person may correct or report, as a selector found it for them.
+
+    ``here`` is the conversation "true elsewhere, not here" speaks of (None where the person met the
+    belief outside any conversation, as on their "what the agent knows about you" page); ``carried``
+    whether it was carried into that conversation from another project.
+    """
+
+    revision: MemoryRevision
+    here: Conversation | None
+    carried: bool = False
+    trace_item: RecallTraceItem | None = None
+
+
+def correction_item(user: Viewer, trace_item_id: int) -> CorrectionTarget:
     """A traced item ``user`` may correct or report: one they can see on a turn page, or, for an
     operator, any item of their tenant's agents (the admin shows them every trace). Else NotFound."""
     item = RecallTraceItem.objects.filter(pk=trace_item_id).select_related("trace", "revision", "entry__agent").first()
-    if item is not None and item.entry.agent.tenant_id in _operated_tenants(user, {item.entry.agent.tenant_id}):
-        return item
-    return visible_trace_item(user, trace_item_id)
+    if item is None or item.entry.agent.tenant_id not in _operated_tenants(user, {item.entry.agent.tenant_id}):
+        item = visible_trace_item(user, trace_item_id)
+    return CorrectionTarget(
+        revision=item.revision, here=trace_conversation(item.trace), carried=item.carried, trace_item=item
+    )
 
 
 def _viewer_destinations(user: Viewer, agent_id: int) -> list[tuple[Audience, tuple[int, ...]]]:

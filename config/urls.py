@@ -26,7 +26,15 @@ from memory.apis import (
 )
 from memory.apis.data import MemoryDetailApi, MemoryListApi
 from memory.apis.tools import ToolsApi, TurnToolsApi
-from pages.views import home, message_detail, my_data_export, rejection_create, turn_detail, turn_list
+from pages.views import (
+    home,
+    message_detail,
+    my_data_export,
+    rejection_create,
+    turn_detail,
+    turn_list,
+    written_rejection_create,
+)
 
 
 @extend_schema(exclude=True)
@@ -91,6 +99,9 @@ urlpatterns = [
     path("turns/", turn_list, name="engram-turns"),
     path("turns/<id:turn_id>/", turn_detail, name="engram-turn"),
     path("turns/<id:turn_id>/items/<id:item_id>/reject/", rejection_create, name="engram-reject"),
+    path(
+        "turns/<id:turn_id>/memories/<id:revision_id>/reject/", written_rejection_create, name="engram-reject-written"
+    ),
     path("messages/<id:message_id>/", message_detail, name="engram-message"),
 ]
 

@@ -51,7 +51,9 @@ from memory.models import (
     EvidenceKind,
     MemoryEntry,
     MemoryEvidence,
+    MemoryOperation,
     MemoryRevision,
+    Operation,
     RecallMoment,
     RecallTrace,
     RecallTraceItem,
@@ -61,7 +63,7 @@ from memory.models import (
     short_id,
 )
 from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions, Perspective, linked_readers_for
-from memory.turns import CITATION
+from memory.turns import CITATION, turn_ledger
 
 Viewer = AbstractBaseUser | AnonymousUser
 
@@ -317,12 +319,37 @@ def visible_trace_item(user: Viewer, trace_item_id: int) -> RecallTraceItem:
 # the turn page
 # --------------------------------------------------------------------------------------------------
 
+#: How the page names each moment a memory was in front of the agent, and a turn's own writes.
+WRITTEN = "written"
+MARK_TEXT = {
+    RecallMoment.SNAPSHOT: "snapshot",
+    RecallMoment.CHILD: "child run",
+    RecallMoment.IN_TURN: "in-turn recall",
+    RecallMoment.TOOL: "recall tool",
+    RecallMoment.PREVIEW: "preview",
+    WRITTEN: "written",
+}
+OPERATION_TEXT = {
+    Operation.REMEMBER: "Remembered",
+    Operation.AMEND: "Amended",
+    Operation.FORGET: "Forgot",
+    Operation.REQUEST_SHARING: "Asked to share",
+}
+
 
 @dataclass(frozen=True)
-class ShownItem:
-    """One traced belief as the user sees it. No score, rank, reason or candidate data."""
+class Mark:
+    """One place a memory appeared on this turn: a recall moment, or the turn's own write."""
 
-    item_id: int
+    moment: str
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryCard:
+    """One belief as the user sees it, once per page however often it appeared. No score, rank,
+    reason or candidate data."""
+
     revision_id: int
     short_id: str
     statement: str
@@ -333,6 +360,7 @@ class ShownItem:
     origin_scope: str
     carried: bool
     authority: str
+    #: The confidence band the agent was shown ("" for a belief only written, never recalled here).
     band: str
     used: bool
     source_message_id: int | None
@@ -340,9 +368,25 @@ class ShownItem:
     #: "current", "changed" (a later revision replaced it) or "retired" (forgotten).
     state: str
     successor: str | None
+    marks: tuple[Mark, ...]
+    #: The first traced item that showed it (the card's anchor and the correction's target), or
+    #: None for a belief this turn wrote and no recall showed.
+    item_id: int | None = None
     #: Who the viewer is to this belief: a bystander's correction goes to review (``docs/corrections.md``).
     relation: str = CorrectionRelation.BYSTANDER
     rejections: list[Rejection] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return f"item-{self.item_id}" if self.item_id is not None else f"memory-{self.revision_id}"
+
+    @property
+    def moments(self) -> str:
+        return " ".join(mark.moment for mark in self.marks)
+
+    @property
+    def written(self) -> bool:
+        return any(mark.moment == WRITTEN for mark in self.marks)
 
     @property
     def actionable(self) -> bool:
@@ -354,18 +398,37 @@ class ShownItem:
 
     @property
     def expanded(self) -> bool:
-        """Cited beliefs open; merely available ones start collapsed, unless the viewer has acted on it."""
-        return self.used or bool(self.rejections)
+        """Cited and written beliefs open; merely available ones start collapsed, unless the viewer
+        has acted on it."""
+        return self.used or self.written or bool(self.rejections)
 
 
 @dataclass(frozen=True)
-class TraceView:
+class WrittenOperation:
+    """One committed operation of the turn's ledger, with the card of the belief it wrote or touched
+    (None when that belief is above one of the two ceilings: then only the operation is named)."""
+
+    kind: str
+    text: str
+    round: int | None
+    card: MemoryCard | None
+    #: For an amendment, the revision it replaced.
+    replaced: str | None
+    #: The card of a belief an earlier operation of the turn already shows ("" when there is none).
+    see_anchor: str = ""
+    see_short_id: str = ""
+
+
+@dataclass(frozen=True)
+class MomentSummary:
+    """What one recall moment put in front of the agent, in counts: shown here, and not."""
+
     trace_id: int
     moment: str
     moment_label: str
     moment_note: str
     created_at: datetime
-    items: list[ShownItem]
+    shown: int
     #: Considered for this recall and not shown here (lost the ranking, over budget, withheld, or above
     #: the stricter ceiling): a count only.
     not_shown: int
@@ -374,15 +437,15 @@ class TraceView:
 
 @dataclass(frozen=True)
 class ShownMessage:
-    """One past message a history search put in front of the agent, as the user sees it."""
+    """One past message in front of the agent, as the user sees it."""
 
     message_id: int
     conversation: str
     author: str
     created_at: datetime
     body: str
-    #: The search's own match (the others are the messages around a match, returned with it).
-    matched: bool
+    #: A history search's own match (the others are the messages around a match, returned with it).
+    matched: bool = False
 
 
 @dataclass(frozen=True)
@@ -403,11 +466,30 @@ class HistoryFinds:
 
 
 @dataclass(frozen=True)
+class LoadedMessages:
+    """The messages the runtime loaded into the prompt itself (``Turn.loaded_message_ids``)."""
+
+    loaded: int
+    messages: list[ShownMessage]
+
+    @property
+    def not_shown(self) -> int:
+        return max(0, self.loaded - len(self.messages))
+
+
+@dataclass(frozen=True)
 class ReplyPart:
     """A piece of the reply's text; a citation of a belief shown on the page links to its card."""
 
     text: str
     anchor: str = ""
+
+
+#: Why a cited belief has no card on the page, as the page says it.
+NOT_IN_FRONT = "was not in front of the agent on this turn"
+ERASED = "has since been erased"
+NOT_YOUR_CONVERSATION = "was learned in a conversation you are not in"
+NOT_FOR_YOU = "is not shared with you"
 
 
 @dataclass(frozen=True)
@@ -416,6 +498,9 @@ class Citation:
     #: The card's anchor on this page, or "" when the belief is not shown to this viewer.
     anchor: str
     statement: str
+    #: The card's state ("current", "changed", "retired"); with no card, why not (``NOT_IN_FRONT``…).
+    state: str = "current"
+    why_not: str = ""
 
 
 @dataclass(frozen=True)
@@ -424,8 +509,13 @@ class TurnExplanation:
     conversation: Conversation
     inbound: Message
     reply: Message | None
-    traces: list[TraceView]
+    #: The turn's ledger, in commit order; each operation's belief as a card when the viewer may see it.
+    written: list[WrittenOperation]
+    #: Every other belief in front of the agent, one card each, in the order first shown.
+    recalled: list[MemoryCard]
+    moments: list[MomentSummary]
     history: HistoryFinds
+    loaded: LoadedMessages
     citations: list[Citation]
     reply_parts: list[ReplyPart]
     #: Distinct beliefs rendered to the agent (withheld ones excluded), and how many this viewer sees.
@@ -445,8 +535,54 @@ def turn_traces(turn: Turn) -> list[RecallTrace]:
     return sorted(traces, key=lambda t: (MOMENT_ORDER.get(RecallMoment(t.moment), 9), t.pk))
 
 
+def written_within_ceilings(user: Viewer, turn: Turn, revision_ids: Iterable[int]) -> set[int]:
+    """Ids among ``revision_ids`` (beliefs this turn wrote) this viewer may see on its page: the same
+    two ceilings as a traced belief, decided in SQL with the eligibility module's disclosure
+    fragment: disclosable to the turn's own destination and to a direct conversation with one of the
+    viewer's actors on the agent, each in the turn's conversation."""
+    ids = sorted(set(revision_ids))
+    destinations = _viewer_destinations(user, turn.agent_id)
+    if not ids or not destinations:
+        return set()
+    conversation_id = turn.session.conversation_id
+    params: dict[str, Any] = {
+        "el_agent": turn.agent_id,
+        "ids": ids,
+        **_destination_params("rc", turn.audience, linked_readers_for(turn.agent_id, turn.audience), conversation_id),
+    }
+    viewer_terms = []
+    for n, (audience, linked) in enumerate(destinations):
+        viewer_terms.append(_disclosure(f"v{n}"))
+        params.update(_destination_params(f"v{n}", audience, linked, conversation_id))
+    sql = (
+        "SELECT r.id FROM memory_memoryrevision r WHERE r.id = ANY(%(ids)s) AND r.agent_id = %(el_agent)s"
+        f" AND {_disclosure('rc')} AND ({' OR '.join(viewer_terms)})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def written_correction_target(user: Viewer, turn: Turn, revision_id: int) -> CorrectionTarget:
+    """A belief ``turn`` wrote (its ledger names the revision) that ``user`` may correct or report from
+    the turn's page: within both ceilings, or of a tenant they operate. Else NotFound. ``turn`` must
+    come from :func:`turn_for_viewer`."""
+    ledgered = MemoryOperation.objects.filter(turn=turn, revision_id=revision_id).exists()
+    revision = MemoryRevision.objects.filter(pk=revision_id, agent_id=turn.agent_id).first()
+    if not ledgered or revision is None:
+        raise NotFound("memory not found", code="memory_not_found")
+    operated = turn.agent.tenant_id in _operated_tenants(user, {turn.agent.tenant_id})
+    if not operated and revision_id not in written_within_ceilings(user, turn, [revision_id]):
+        raise NotFound("memory not found", code="memory_not_found")
+    return CorrectionTarget(revision=revision, here=turn.session.conversation)
+
+
 def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
-    """Everything the turn page shows; ``turn`` must come from :func:`turn_for_viewer`."""
+    """Everything the turn page shows; ``turn`` must come from :func:`turn_for_viewer`.
+
+    The page lists exactly what was traced (within both ceilings) and what the ledger committed,
+    each belief once: its card carries a mark for every place it appeared.
+    """
     conversation = turn.session.conversation
     reply = turn.reply
     cited = set(reply.cited_revision_ids) if reply is not None else set()
@@ -455,101 +591,173 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
     item_ids = sorted(set().union(*visible.values())) if visible else []
     items = list(
         RecallTraceItem.objects.filter(pk__in=item_ids)
-        .select_related("revision__subject", "revision__source_actor", "entry")
+        .select_related("revision__subject", "entry")
         .order_by("trace_id", "position")
     )
-    sources = source_messages([i.revision for i in items])
-    said_by = source_labels([i.revision for i in items])
-    relations = correction_relations(user, list({i.revision_id: i.revision for i in items}.values()))
+    operations = turn_ledger(turn)
+    written_ids = {op.revision_id for op in operations if op.revision_id is not None}
+    written_visible = written_within_ceilings(user, turn, written_ids)
+    written_revisions = {
+        r.pk: r for r in MemoryRevision.objects.filter(pk__in=written_visible).select_related("subject", "entry")
+    }
+
+    # Each belief once: the marks of every moment that showed it, then "written" if the turn wrote it.
+    moment_of = {trace.pk: RecallMoment(trace.moment) for trace in traces}
+    trace_rank = {trace.pk: n for n, trace in enumerate(traces)}
+    items.sort(key=lambda i: (trace_rank[i.trace_id], i.position))
+    first_item: dict[int, RecallTraceItem] = {}
+    marks: dict[int, list[Mark]] = {}
+    for item in items:
+        first_item.setdefault(item.revision_id, item)
+        moment = moment_of[item.trace_id]
+        mark = Mark(str(moment), MARK_TEXT[moment])
+        if mark not in marks.setdefault(item.revision_id, []):
+            marks[item.revision_id].append(mark)
+    for revision_id in written_revisions:
+        marks.setdefault(revision_id, []).append(Mark(WRITTEN, MARK_TEXT[WRITTEN]))
+    revisions = {item.revision_id: item.revision for item in items} | written_revisions
+
+    shown = list(revisions.values())
+    sources = source_messages(shown)
+    said_by = source_labels(shown)
+    relations = correction_relations(user, shown)
     readable = set(
         Message.objects.filter(pk__in=set(sources.values()), conversation__in=readable_conversations(user)).values_list(
             "pk", flat=True
         )
     )
     rejections: dict[int, list[Rejection]] = {}
-    if user.is_authenticated:
+    if user.is_authenticated and revisions:
         for rejection in (
-            Rejection.objects.filter(trace_item_id__in=item_ids, user_id=user.pk)
+            Rejection.objects.filter(revision_id__in=list(revisions), user_id=user.pk)
             .select_related("resulting_revision")
             .order_by("id")
         ):
-            rejections.setdefault(rejection.trace_item_id or 0, []).append(rejection)
-    by_trace: dict[int, list[ShownItem]] = {}
-    for item in items:
-        revision = item.revision
-        entry = item.entry
+            rejections.setdefault(rejection.revision_id, []).append(rejection)
+
+    cards: dict[int, MemoryCard] = {}
+    for revision_id, revision in revisions.items():
+        entry = revision.entry
         if entry.status == EntryStatus.FORGOTTEN:
             state, successor = "retired", None
         elif entry.current_revision_id != revision.pk:
             state, successor = "changed", short_id(entry.current_revision_id or 0)
         else:
             state, successor = "current", None
-        source_message = sources.get(revision.pk)
-        by_trace.setdefault(item.trace_id, []).append(
-            ShownItem(
-                item_id=item.pk,
-                revision_id=revision.pk,
-                short_id=short_id(revision.pk),
-                statement=revision.body,
-                # Labels from the actor rows as they are now: a rename shows, stored text never changes.
-                subject=revision.subject.label if revision.subject is not None else None,
-                source=said_by.get(revision.pk),
-                recorded_at=revision.recorded_at,
-                valid_from=revision.valid_from,
-                origin_scope=revision.origin_scope,
-                carried=item.carried,
-                authority=AUTHORITY_TEXT.get(Authority(revision.authority), revision.authority),
-                band=item.band,
-                used=revision.pk in cited,
-                source_message_id=source_message,
-                source_message_readable=source_message in readable,
-                state=state,
-                successor=successor,
-                relation=relations[revision.pk],
-                rejections=rejections.get(item.pk, []),
+        first = first_item.get(revision_id)
+        source_message = sources.get(revision_id)
+        cards[revision_id] = MemoryCard(
+            revision_id=revision_id,
+            short_id=short_id(revision_id),
+            statement=revision.body,
+            # Labels from the actor rows as they are now: a rename shows, stored text never changes.
+            subject=revision.subject.label if revision.subject is not None else None,
+            source=said_by.get(revision_id),
+            recorded_at=revision.recorded_at,
+            valid_from=revision.valid_from,
+            origin_scope=revision.origin_scope,
+            carried=first.carried if first is not None else False,
+            authority=AUTHORITY_TEXT.get(Authority(revision.authority), revision.authority),
+            band=first.band if first is not None else "",
+            used=revision_id in cited,
+            source_message_id=source_message,
+            source_message_readable=source_message in readable,
+            state=state,
+            successor=successor,
+            marks=tuple(marks[revision_id]),
+            item_id=first.pk if first is not None else None,
+            relation=relations[revision_id],
+            rejections=rejections.get(revision_id, []),
+        )
+
+    written: list[WrittenOperation] = []
+    on_written: set[int] = set()
+    for op in operations:
+        card = cards.get(op.revision_id) if op.revision_id is not None else None
+        earlier = card if card is not None and card.revision_id in on_written else None
+        written.append(
+            WrittenOperation(
+                kind=op.kind,
+                text=OPERATION_TEXT.get(Operation(op.kind), op.kind),
+                round=op.round,
+                # One card per belief: a second operation on it names it and links to the first.
+                card=card if earlier is None else None,
+                replaced=short_id(op.previous_revision_id) if op.previous_revision_id else None,
+                see_anchor=earlier.anchor if earlier is not None else "",
+                see_short_id=earlier.short_id if earlier is not None else "",
             )
         )
-    views = []
-    first_card: dict[int, str] = {}
+        if card is not None:
+            on_written.add(card.revision_id)
+    recalled = [cards[r] for r in first_item if r not in on_written]
+
+    moments = []
     for trace in traces:
-        shown = by_trace.get(trace.pk, [])
-        for shown_item in shown:
-            first_card.setdefault(shown_item.revision_id, f"item-{shown_item.item_id}")
+        shown_here = {i.revision_id for i in items if i.trace_id == trace.pk}
         moment = RecallMoment(trace.moment)
-        views.append(
-            TraceView(
+        moments.append(
+            MomentSummary(
                 trace_id=trace.pk,
                 moment=trace.moment,
                 moment_label=moment.label,
                 moment_note=MOMENT_NOTES.get(moment, ""),
                 created_at=trace.created_at,
-                items=shown,
-                not_shown=max(0, trace.considered_count - len(shown)),
+                shown=len(shown_here),
+                not_shown=max(0, trace.considered_count - len(shown_here)),
                 blocked=trace.blocked_count,
             )
         )
-    statements = {i.revision_id: i.revision.body for i in items}
     recorded = recorded_searches(turn)
-    in_front = (
-        RecallTraceItem.objects.filter(trace__in=traces, blocked_reason="").values("revision_id").distinct().count()
+    in_front = set(
+        RecallTraceItem.objects.filter(trace__in=traces, blocked_reason="").values_list("revision_id", flat=True)
     )
+    anchors = {revision_id: card.anchor for revision_id, card in cards.items()}
     return TurnExplanation(
         turn=turn,
         conversation=conversation,
         inbound=turn.inbound_message,
         reply=reply,
-        traces=views,
+        written=written,
+        recalled=recalled,
+        moments=moments,
         history=history_finds(user, turn, recorded),
-        citations=[
-            Citation(short_id(r), first_card.get(r, ""), statements.get(r, "") if r in first_card else "")
-            for r in _cited_in_order(reply)
-        ],
-        reply_parts=reply_parts(reply.body, first_card) if reply is not None else [],
-        memories_in_front=in_front,
-        memories_shown=len(first_card),
+        loaded=loaded_messages(user, turn),
+        citations=_citations(user, reply, cards, in_front | written_ids),
+        reply_parts=reply_parts(reply.body, anchors) if reply is not None else [],
+        memories_in_front=len(in_front),
+        memories_shown=len(set(first_item)),
         messages_in_front=len(set(recorded.with_text) | set(turn.loaded_message_ids)),
         window=len(turn.loaded_message_ids),
     )
+
+
+def _citations(user: Viewer, reply: Message | None, cards: dict[int, MemoryCard], in_front: set[int]) -> list[Citation]:
+    """Each belief the reply cited: a link to its card, or precisely why the page has none."""
+    cited = _cited_in_order(reply)
+    missing = [r for r in cited if r not in cards]
+    stored = {r.pk: r for r in MemoryRevision.objects.filter(pk__in=missing)}
+    homes = source_messages(list(stored.values()))
+    readable = set(
+        Message.objects.filter(pk__in=set(homes.values()), conversation__in=readable_conversations(user)).values_list(
+            "pk", flat=True
+        )
+    )
+    citations = []
+    for revision_id in cited:
+        card = cards.get(revision_id)
+        if card is not None:
+            citations.append(Citation(card.short_id, card.anchor, card.statement, state=card.state))
+            continue
+        if revision_id not in stored:
+            why = ERASED
+        elif revision_id not in in_front:
+            why = NOT_IN_FRONT
+        elif homes.get(revision_id) not in readable:
+            why = NOT_YOUR_CONVERSATION
+        else:
+            why = NOT_FOR_YOU
+        citations.append(Citation(short_id(revision_id), "", "", state="", why_not=why))
+    return citations
 
 
 def _cited_in_order(reply: Message | None) -> list[int]:
@@ -682,23 +890,36 @@ def history_finds(user: Viewer, turn: Turn, recorded: RecordedSearches) -> Histo
     with_text = recorded.with_text
     visible = messages_within_ceilings(user, turn, with_text)
     rows = {m.pk: m for m in Message.objects.filter(pk__in=visible).select_related("conversation__connector", "actor")}
-    messages = [
-        ShownMessage(
-            message_id=m.pk,
-            conversation=str(m.conversation),
-            author=m.actor.label if m.actor is not None else "The agent",
-            created_at=m.created_at,
-            body=m.body,
-            matched=m.pk in recorded.matched,
-        )
-        for m in (rows[message_id] for message_id in with_text if message_id in rows)
-    ]
+    messages = [_shown_message(rows[m], matched=m in recorded.matched) for m in with_text if m in rows]
     return HistoryFinds(
         searches=recorded.searches,
         in_front=len(with_text),
         blocked=len(recorded.blocked),
         messages=messages,
         matches_only=recorded.matches_only,
+    )
+
+
+def loaded_messages(user: Viewer, turn: Turn) -> LoadedMessages:
+    """The messages the runtime loaded into the prompt itself, as the turn recorded them, within both
+    ceilings (like a search's finds); those above a ceiling are counted, never shown."""
+    loaded = list(dict.fromkeys(turn.loaded_message_ids))
+    visible = messages_within_ceilings(user, turn, loaded)
+    rows = {m.pk: m for m in Message.objects.filter(pk__in=visible).select_related("conversation__connector", "actor")}
+    return LoadedMessages(
+        loaded=len(loaded),
+        messages=[_shown_message(rows[m]) for m in loaded if m in rows],
+    )
+
+
+def _shown_message(message: Message, *, matched: bool = False) -> ShownMessage:
+    return ShownMessage(
+        message_id=message.pk,
+        conversation=str(message.conversation),
+        author=message.actor.label if message.actor is not None else "The agent",
+        created_at=message.created_at,
+        body=message.body,
+        matched=matched,
     )
 
 

@@ -21,10 +21,19 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from config.errors import NotFound, ServiceError
 from config.replica import routed_read
+from history.models import Turn
 from memory.export import person_export_for_viewer
 from memory.models import RecallTraceItem, RejectionKind
 from memory.rejections import MAX_CORRECTION_LENGTH, rejection_record, rejection_summary
-from memory.selectors import message_for_viewer, turn_explanation, turn_for_viewer, turn_traces, turns_for_viewer
+from memory.selectors import (
+    CorrectionTarget,
+    message_for_viewer,
+    turn_explanation,
+    turn_for_viewer,
+    turn_traces,
+    turns_for_viewer,
+    written_correction_target,
+)
 
 TURNS_PER_PAGE = 20
 
@@ -62,34 +71,60 @@ def turn_list(request: HttpRequest) -> HttpResponse:
 @routed_read
 def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
     user = _user(request)
-    try:
-        turn = turn_for_viewer(user, turn_id)
-    except NotFound as missing:
-        raise Http404(missing.message) from missing
+    turn = _turn(user, turn_id)
     return render(request, "pages/turn_detail.html", {"explanation": turn_explanation(user, turn)})
 
 
 @require_POST
 @login_required
 def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpResponse:
-    """Apply one rejection kind to one item of this turn's page (or, from a bystander, file it for
-    review), then show the page again (POST, redirect, GET) with what committed, or why nothing did."""
+    """Apply one rejection kind to one recalled item of this turn's page (or, from a bystander, file it
+    for review), then show the page again (POST, redirect, GET) with what committed, or why nothing did."""
     user = _user(request)
-    try:
-        turn = turn_for_viewer(user, turn_id)
-    except NotFound as missing:
-        raise Http404(missing.message) from missing
+    turn = _turn(user, turn_id)
     if not RecallTraceItem.objects.filter(pk=item_id, trace__in=turn_traces(turn)).exists():
         raise Http404("item not found")
-    target = reverse("engram-turn", args=[turn.pk]) + f"#item-{item_id}"
+    return _reject(request, turn, f"item-{item_id}", trace_item_id=item_id)
+
+
+@require_POST
+@login_required
+def written_rejection_create(request: HttpRequest, turn_id: int, revision_id: int) -> HttpResponse:
+    """The same for a memory this turn wrote (its ledger names it), which no recall showed."""
+    user = _user(request)
+    turn = _turn(user, turn_id)
+    try:
+        target = written_correction_target(user, turn, revision_id)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    return _reject(request, turn, f"memory-{revision_id}", target=target)
+
+
+def _turn(user: AbstractBaseUser, turn_id: int) -> Turn:
+    try:
+        return turn_for_viewer(user, turn_id)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+
+
+def _reject(
+    request: HttpRequest,
+    turn: Turn,
+    anchor: str,
+    *,
+    trace_item_id: int | None = None,
+    target: CorrectionTarget | None = None,
+) -> HttpResponse:
+    target_url = reverse("engram-turn", args=[turn.pk]) + f"#{anchor}"
     form = RejectionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "That correction could not be read; nothing was changed.")
-        return HttpResponseRedirect(target)
+        return HttpResponseRedirect(target_url)
     try:
         rejection = rejection_record(
-            user=user,
-            trace_item_id=item_id,
+            user=_user(request),
+            trace_item_id=trace_item_id,
+            target=target,
             kind=form.cleaned_data["kind"],
             correction=form.cleaned_data["correction"],
         )
@@ -99,7 +134,7 @@ def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpRe
         messages.error(request, f"Nothing was changed: {refused.message}.")
     else:
         messages.success(request, rejection_summary(rejection))
-    return HttpResponseRedirect(target)
+    return HttpResponseRedirect(target_url)
 
 
 @require_GET

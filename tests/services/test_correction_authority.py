@@ -333,11 +333,6 @@ def test_refused_writes_answer_a_clear_error_and_change_nothing(team: Team) -> N
 # --- the page ------------------------------------------------------------------------------------
 
 
-def item_html(html: str, item_id: int) -> str:
-    start = html.index(f'id="item-{item_id}"')
-    return html[start : html.index("</li>", start)]
-
-
 def test_the_page_tells_a_bystander_their_report_goes_to_review(team: Team) -> None:
     """Bea's page says her choices go to an operator; Sam's and Rita's say theirs apply directly."""
     bea = shown_item(team, CorrectionRelation.BYSTANDER)
@@ -356,7 +351,7 @@ def shown_item(team: Team, relation: str) -> str:
     response = client.get(f"/turns/{team.turn.pk}/")
     assert response.status_code == 200
     html = response.content.decode()
-    start = html.index(f'id="item-{team.item.pk}"')
+    start = html.index(f'data-memory-id="{team.item.revision.short_id}"')  # one card per belief
     return html[start : html.index("</li>", start)]
 
 
@@ -410,7 +405,7 @@ def test_priya_cannot_rewrite_what_sam_okafor_said_about_himself(demo: Demo) -> 
     client = Client()
     client.force_login(priya)
     page = client.get(f"/turns/{demo.turn.pk}/").content.decode()
-    shown = page[page.index(f'id="item-{demo.item.pk}"') :]
+    shown = page[page.index(f'data-memory-id="{demo.item.revision.short_id}"') :]
     assert "sent to an operator for review" in shown[: shown.index("</li>")]
     response = client.post(
         f"/turns/{demo.turn.pk}/items/{demo.item.pk}/reject/",

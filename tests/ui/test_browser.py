@@ -31,8 +31,8 @@ def log_in(page: Any, base: str, username: str) -> None:
 
 
 def card(page: Any, memory_id: str, moment: str | None = None) -> Any:
-    scope = f'section[data-moment="{moment}"] ' if moment else ""
-    return page.locator(f'{scope}li[data-memory-id="{memory_id}"]').first
+    marked = f'[data-moments~="{moment}"]' if moment else ""
+    return page.locator(f'li[data-memory-id="{memory_id}"]{marked}').first
 
 
 def reject(page: Any, memory_id: str, button: str, *, moment: str | None = None, correction: str = "") -> str:
@@ -64,12 +64,12 @@ def test_a_user_sees_what_the_agent_knew_and_corrects_it(live_world: World, page
     page.locator(f'a[href="/turns/{world.turn.pk}/"]').click()
     page.wait_for_url(f"{base}/turns/{world.turn.pk}/")
     assert page.locator("h1").inner_text() == "What did the agent know?"
-    assert page.locator("section.trace h2").all_inner_texts() == ["Session snapshot", "In-turn recall"]
+    assert page.locator("ul.moments .moment").all_inner_texts() == ["Session snapshot", "In-turn recall"]
     assert card(page, lisbon).locator(".badge.used").count() == 1
     assert card(page, launch, "in_turn").locator(".badge.used").count() == 1
     assert card(page, tea).locator(".badge.available").count() == 1
     assert card(page, manager).locator(".badge.available").count() == 1
-    assert "withheld by the safety scan" in page.locator('section[data-moment="snapshot"] .aggregate').inner_text()
+    assert "withheld by the safety scan" in page.locator('.aggregate[data-moment="snapshot"]').inner_text()
     screenshot(page, "turn-view")
 
     page.set_viewport_size(PHONE)

@@ -17,11 +17,17 @@ from tests.ui.conftest import MANAGER, PASSWORD, POISON, SALARY, World, assert_v
 
 pytestmark = pytest.mark.django_db
 
-SECTION = re.compile(r'<section class="trace" id="trace-(\d+)"(.*?)</section>', re.S)
+MOMENT = re.compile(r'<li class="aggregate" id="trace-(\d+)" data-moment="(\w+)">(.*?)</li>', re.S)
+CARD = re.compile(r'<li class="item" id="[\w-]+" data-memory-id="m:[0-9a-f]+" data-moments="([\w ]*)">.*?</li>', re.S)
 
 
 def sections(html: str) -> dict[int, str]:
-    return {int(trace_id): body for trace_id, body in SECTION.findall(html)}
+    """Per recall trace: the cards marked with its moment, in page order, then the moment's counts."""
+    cards = [(match.group(1).split(), match.group(0)) for match in CARD.finditer(html)]
+    return {
+        int(trace_id): "".join(card for moments, card in cards if moment in moments) + counts
+        for trace_id, moment, counts in MOMENT.findall(html)
+    }
 
 
 def page(world: World, user: object, path: str) -> str:
@@ -92,7 +98,8 @@ def test_the_page_shows_each_traced_item_with_its_moment_and_used_or_available(w
             expected = "used" if match.group(1) in (world.short("lisbon"), world.short("launch")) else "available"
             assert match.group(2) == expected, (trace_id, match.group(1))
     launch = re.search(rf'data-memory-id="{world.short("launch")}".*?</li>', html, re.S)
-    assert launch is not None and "<strong>carried</strong>" in launch.group(0) and "in atlas" in launch.group(0)
+    assert launch is not None
+    assert "<strong>carried</strong>" in launch.group(0) and "in <bdi>atlas</bdi>" in launch.group(0)
     assert "user-stated" in html and 'href="/messages/' in html
 
 
@@ -105,7 +112,9 @@ def test_the_ids_shown_are_exactly_the_traced_ones_within_the_ceiling(world: Wor
         within = items_within_ceilings(world.alice, trace)
         expected = [i.revision_id for i in trace.items.order_by("position") if i.pk in within]
         traced = [i.revision_id for i in trace.items.order_by("position") if not i.blocked_reason]
-        assert shown_ids(body) == expected == traced  # in Alice's own DM nothing traced is above her ceiling
+        # One card per memory, in the order first shown: a later moment's own order is not the page's.
+        assert sorted(shown_ids(body)) == sorted(expected) == sorted(traced)  # nothing is above Alice's ceiling
+    assert len(shown_ids(html)) == len(set(shown_ids(html))), "each memory has one card"
 
 
 def test_blocked_and_unshown_items_are_counted_never_described(world: World) -> None:
@@ -145,7 +154,7 @@ def test_subjects_are_rendered_from_current_actor_records(world: World) -> None:
     )
     assert renamed.status_code == 201  # the connector now reports her new display name
     html = page(world, world.alice, f"/turns/{world.turn.pk}/")
-    assert "<dd>Alicia (id U200)</dd>" in html
+    assert "<dd><bdi>Alicia (id U200)</bdi></dd>" in html
     assert RecallTraceItem.objects.filter(subject_label="Alice (id U200)").exists()  # the trace itself is unchanged
 
 

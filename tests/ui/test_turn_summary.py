@@ -26,7 +26,8 @@ PARTNER = "The partner contract renews in June."
 
 MESSAGE_ID = re.compile(r'data-message-id="(\d+)"')
 CARD = re.compile(
-    r'<li class="item" id="(item-\d+)" data-memory-id="(m:[0-9a-f]+)">\s*<details class="card memory"( open)?>'
+    r'<li class="item" id="(item-\d+)" data-memory-id="(m:[0-9a-f]+)" data-moments="[\w ]*">\s*'
+    r'<details class="card memory"( open)?>'
 )
 MESSAGE_CARD = re.compile(
     r'<li class="item" id="message-(\d+)" data-message-id="\d+">\s*<details class="card past-message"( open)?>'
@@ -144,7 +145,9 @@ def test_the_summary_names_the_citations_and_counts_what_was_in_front_of_the_age
         f"<strong>{len(with_text)}</strong> past messages were in front of the agent: "
         f"{len(with_text)} found by its history search." in summary
     )
-    (cited,) = re.findall(r'<li><a class="cite" href="#(item-\d+)">\[(m:[0-9a-f]+)\]</a> (.*?)</li>', summary)
+    (cited,) = re.findall(
+        r'<li><a class="cite" href="#(item-\d+)">\[(m:[0-9a-f]+)\]</a> <bdi>(.*?)</bdi></li>', summary
+    )
     anchor, short, statement = cited
     assert short == world.short("lisbon") and statement == LISBON
     assert anchor == f"item-{first_lisbon.pk}"  # its first card on the page (the snapshot's)
@@ -162,7 +165,7 @@ def test_the_summary_counts_the_window_the_runtime_loaded_beside_what_search_fou
 def test_each_citation_in_the_reply_links_to_its_card(world: World) -> None:
     searched = searched_turn(world)
     html = page(world, world.alice, searched.turn_id)
-    reply = re.search(r'<blockquote class="said reply">(.*?)</blockquote>', html, re.S)
+    reply = re.search(r'<blockquote class="said reply" dir="auto">(.*?)</blockquote>', html, re.S)
     assert reply is not None
     links = re.findall(r'<a class="cite" href="#(item-\d+)">\[(m:[0-9a-f]+)\]</a>', reply.group(1))
     assert [short for _, short in links] == [world.short("lisbon")]
@@ -195,7 +198,8 @@ def test_a_citation_the_viewer_may_not_see_is_named_but_not_linked(world: World)
 
     html = page(world, world.alice, asked)
     summary = section(html, "summary")
-    assert f'<code class="mid">[{cited}]</code> <span class="muted">cannot be shown to you here' in summary
+    why_not = "cannot be shown to you: it is not shared with you"
+    assert f'<code class="mid">[{cited}]</code> <span class="muted why-not">{why_not}' in summary
     assert 'class="cite"' not in html and f"In June [{cited}]." in html and PARTNER not in html
     assert "<strong>1</strong> memory was in front of the agent; 0 of them can be shown to you." in summary
 

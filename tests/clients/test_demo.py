@@ -1,13 +1,15 @@
 """The demo shows the flagship view on first run: ``load_demo`` drives real turns for Priya and Sam
 through the API with the scripted agent (one leaves a memory worth correcting), each reply citing and
-quoting exactly what its calls returned, Priya sees hers in Chromium, and ``demo_api_key`` issues the
-key the run banner prints (only where the demo is loaded; a runtime key, or with ``--manage`` one that
-may also read the memory list)."""
+quoting exactly what its calls returned, Priya sees hers in Chromium, and ``demo_api_key`` prints the
+key the run banner shows: the same one on every restart of the data folder until ``--rotate`` (only
+where the demo is loaded; a runtime key, or with ``--manage`` one that may also read the memory list)."""
 
 from __future__ import annotations
 
 import re
+import stat
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from accounts.models import Actor, ApiKey
+from demo.management.commands.demo_api_key import key_path
 from demo.management.commands.load_demo import DEMO_PASSWORD
 from history.models import Message, Turn
 from memory.models import EvidenceKind, MemoryEvidence, MemoryRevision
@@ -24,6 +27,13 @@ from tests.browser import screenshot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CITATION = re.compile(r"\[(m:[0-9a-f]{8,16})\]")
+
+
+@pytest.fixture(autouse=True)
+def data_folder(settings: Any, tmp_path: Path) -> Path:
+    """The demo key is kept in the data folder; each test gets its own."""
+    settings.VAR_DIR = tmp_path
+    return tmp_path
 
 
 def _key(*args: str) -> str:
@@ -120,22 +130,52 @@ def test_sams_friday_turn_writes_a_memory_about_sam_from_his_message_and_cites_i
     assert f"[{inferred.short_id}]" in _reply(friday).body
 
 
-def test_the_demo_api_key_works_and_replaces_the_previous_one() -> None:
+def test_the_demo_api_key_is_the_same_on_every_restart_until_rotated(data_folder: Path) -> None:
+    """``scripts/run`` asks for the key on every start: it gets the same one, which keeps working,
+    kept in the data folder readable by its owner only; ``--rotate`` issues a new one and the old one
+    answers 401."""
     assert _key() == ""  # no demo workspace, no key
+    assert not key_path().exists()
     call_command("load_demo", stdout=StringIO())
     first, second = _key(), _key()
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {second}")
-    assert client.get("/api/v1/tools").status_code == 200
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {first}")
-    assert client.get("/api/v1/tools").status_code == 401
+    assert first and first == second
+    assert _status(second) == 200
+    assert key_path() == data_folder / "demo-api-key"
+    assert key_path().read_text().strip() == first
+    assert stat.S_IMODE(key_path().stat().st_mode) == 0o600
+
+    rotated = _key("--rotate")
+    assert rotated != first
+    assert _status(rotated) == 200
+    assert _status(first) == 401
+    assert _key() == rotated
+    assert stat.S_IMODE(key_path().stat().st_mode) == 0o600
+    assert ApiKey.objects.filter(label="demo (run banner)", revoked_at__isnull=True).count() == 1
+
+
+def test_a_kept_key_that_no_longer_authenticates_is_replaced() -> None:
+    """A missing file, a revoked key or a secret this database never issued (a rebuilt database):
+    a new key is issued and kept, and it works."""
+    call_command("load_demo", stdout=StringIO())
+    first = _key()
+    ApiKey.objects.filter(label="demo (run banner)").update(revoked_at="2026-01-01T00:00:00Z")
+    after_revoke = _key()
+    assert after_revoke != first and _status(after_revoke) == 200
+    key_path().write_text("engram_00000000_not-a-key-this-database-issued\n")
+    unknown = _key()
+    assert unknown not in (after_revoke, "engram_00000000_not-a-key-this-database-issued")
+    assert _status(unknown) == 200 and _status(after_revoke) == 401
+    key_path().unlink()
+    missing = _key()
+    assert missing != unknown and _status(missing) == 200 and _status(unknown) == 401
 
 
 def test_the_demo_key_is_a_runtime_key_unless_manage_is_asked_for() -> None:
-    """The banner's key may not read the memory list; ``--manage`` issues a key that may, and leaves the
-    banner's key valid."""
+    """The banner's key may not read the memory list; ``--manage`` prints a key that may, kept in its
+    own file, and leaves the banner's key valid."""
     call_command("load_demo", stdout=StringIO())
     banner, manage = _key(), _key("--manage")
+    assert _key("--manage") == manage and _key() == banner
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {banner}")
     refused = client.get("/api/v1/memories")
@@ -144,6 +184,7 @@ def test_the_demo_key_is_a_runtime_key_unless_manage_is_asked_for() -> None:
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {manage}")
     assert client.get("/api/v1/memories").status_code == 200
     assert client.get("/api/v1/tools").status_code == 200
+    assert key_path(manage=True).read_text().strip() == manage
 
 
 @pytest.mark.browser

@@ -1,18 +1,32 @@
-"""The demo workspace: loads once, changes nothing the second time, and has the shapes the product
-is about (same-named people, private facts that stay private)."""
+"""The demo workspace: loads once, changes nothing the second time, has the shapes the product is
+about (same-named people, private facts that stay private), and dates that agree with each other and
+with the load: the transcript ends shortly before it, the turns follow, and no memory is learned after
+a turn that used it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.utils import timezone
 
 from accounts.models import Actor, IdentityLink, Tenant, UserActor
+from demo.calendar import DemoCalendar, span_text
+from demo.management.commands.load_demo import TRANSCRIPT_END
 from history.audience import AudienceKind
-from history.models import Conversation, EvidenceMethod, Message, MessageSourceEvidence
-from memory.models import EntryStatus, EvidenceKind, MemoryEntry, MemoryEvidence, MemoryOperation, MemoryRevision
+from history.models import Conversation, EvidenceMethod, Message, MessageSourceEvidence, Turn
+from memory.models import (
+    EntryStatus,
+    EvidenceKind,
+    MemoryEntry,
+    MemoryEvidence,
+    MemoryOperation,
+    MemoryRevision,
+    RecallTraceItem,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -110,3 +124,78 @@ def test_dm_people_can_log_in(demo: str):
         assert UserActor.objects.filter(user=user).exists()
     sam_actor = UserActor.objects.get(user__username="sam").actor
     assert sam_actor.display_name == "Sam"
+
+
+def test_the_demo_is_dated_up_to_the_load_and_its_turns_follow(demo: str):
+    """The transcript ends shortly before the load (within a week), every demo turn's message comes
+    after its conversation's transcript, and each turn, and its reply, after its message."""
+    turns = list(Turn.objects.filter(agent__tenant__slug="acme").select_related("inbound_message", "reply"))
+    assert len(turns) == 5
+    transcript = Message.objects.filter(agent__tenant__slug="acme", direction="inbound").exclude(
+        pk__in=[t.inbound_message_id for t in turns]
+    )
+    last = transcript.latest("created_at").created_at
+    first_turn = min(t.created_at for t in turns)
+    assert first_turn - timedelta(days=8) < last < first_turn
+    for turn in turns:
+        said = turn.inbound_message.created_at
+        assert turn.created_at >= said
+        assert turn.reply is not None and turn.reply.created_at >= turn.created_at
+        assert not transcript.filter(conversation_id=turn.inbound_message.conversation_id, created_at__gt=said).exists()
+
+
+def test_no_memory_is_learned_after_a_turn_that_used_it_or_before_it_was_said(demo: str):
+    """Each memory a demo turn recalled or cited was recorded before the turn; every memory is
+    recorded after the messages it was learned from and holds from one of them, not before it was
+    said and not from after it was learned."""
+    for turn in Turn.objects.filter(agent__tenant__slug="acme").select_related("reply"):
+        assert turn.reply is not None
+        used = MemoryRevision.objects.filter(
+            pk__in=[
+                *RecallTraceItem.objects.filter(trace__turn=turn).values_list("revision_id", flat=True),
+                *turn.reply.cited_revision_ids,
+            ]
+        ).exclude(turn=turn)  # what the turn itself wrote
+        assert used.exists()
+        assert not used.filter(recorded_at__gt=turn.created_at).exists()
+    revisions = MemoryRevision.objects.filter(agent__tenant__slug="acme")
+    for revision in revisions:
+        said = MemoryEvidence.objects.filter(revision=revision, kind=EvidenceKind.SOURCE_MESSAGE).values_list(
+            "message__created_at", flat=True
+        )
+        assert said and max(said) <= revision.recorded_at, revision.body
+        assert min(said) <= revision.valid_from <= revision.recorded_at, revision.body
+
+
+def test_dates_people_mention_are_ahead_of_the_load(demo: str):
+    """The launch the turns talk about, leave and trips are still to come when the demo loads."""
+    now = timezone.now()
+    launch = MemoryRevision.objects.get(body__startswith="The Atlas beta launches on", number=2)
+    assert launch.body.endswith("two weeks later than planned.")
+    leave = MemoryRevision.objects.get(body__contains="wedding in Porto")
+    assert leave.valid_to is not None and leave.valid_to > now
+    calendar = DemoCalendar.ending_before(now, last=TRANSCRIPT_END)
+    assert datetime.combine(calendar.beta_launch_moved, datetime.min.time(), UTC) > now
+    assert span_text(*calendar.priya_leave, year=True) in leave.body
+
+
+@pytest.mark.parametrize("day", range(7))
+def test_the_calendar_starts_on_a_monday_and_ends_before_now(day: int) -> None:
+    """Whatever the weekday and hour of the load, the transcript starts on a Monday (so the weekdays its
+    messages name hold) and ends before the load, within a week of it."""
+    for hour in (0, 9, 15, 23):
+        now = datetime(2026, 3, 2 + day, hour, 30, tzinfo=UTC)
+        calendar = DemoCalendar.ending_before(now, last=TRANSCRIPT_END)
+        assert calendar.start.weekday() == 0 and calendar.start.time() == datetime.min.time()
+        end = calendar.start + TRANSCRIPT_END
+        assert now - timedelta(days=7) <= end < now
+        assert calendar.day(42).weekday() == calendar.beta_launch_moved.weekday() == 0
+
+
+def test_date_spans_read_naturally() -> None:
+    d = DemoCalendar(datetime(2026, 11, 9, tzinfo=UTC))
+    assert d.names()["launch_y"] == "Monday 21 December 2026"
+    assert span_text(*d.priya_leave, year=True) == "29 December 2026-1 January 2027"
+    assert span_text(d.day(50), d.day(53)) == "29 December-1 January"
+    assert span_text(d.day(1), d.day(3), year=True) == "10-12 November 2026"
+    assert d.names()["school_y"] == "September 2027"

@@ -14,10 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Tenant
-from demo.management.commands.load_demo import START
 from history.models import Message, MessageDirection
 from memory.erasure import retention_enforce, retention_plan
-from memory.models import EntryStatus, ErasureEvent, ErasureKind, MemoryEntry, MemoryEvidence, MemoryRevision
+from memory.models import ErasureEvent, ErasureKind, MemoryEntry, MemoryEvidence, MemoryRevision
 from memory.tasks import enforce_retention
 from tests.api.conftest import runtime_for
 from tests.factories import AgentFactory
@@ -67,7 +66,10 @@ def test_messages_past_the_period_go_with_what_was_learned_from_them(acme: Tenan
     learned only from messages that stay, stay."""
     acme.message_retention_days = 30
     acme.save(update_fields=["message_retention_days"])
-    cutoff = START + timedelta(days=11, hours=12)
+    # The demo's transcript starts at 09:02 on its first day and ends shortly before the load; the
+    # cutoff falls on its twelfth day.
+    first = Message.objects.filter(agent__tenant=acme).earliest("created_at").created_at
+    cutoff = first.replace(hour=0, minute=0) + timedelta(days=11, hours=12)
     now = cutoff + timedelta(days=30)
     old = set(Message.objects.filter(agent__tenant=acme, created_at__lt=cutoff).values_list("pk", flat=True))
     new = set(Message.objects.filter(agent__tenant=acme, created_at__gte=cutoff).values_list("pk", flat=True))
@@ -130,23 +132,25 @@ def test_the_daily_task_and_the_dry_run_command(acme: Tenant) -> None:
     other_tenant = other.agent.tenant
     other_tenant.message_retention_days = 365
     other_tenant.save(update_fields=["message_retention_days"])
-    # Every message of the demo's people is from 2025; the agent's replies, written as the demo
-    # loaded, are built from them: a year's period erases every acme message.
-    acme.message_retention_days = 365
+    # The demo's three weeks of transcript end shortly before the load: a week's period erases its
+    # first two weeks (and what was learned from them, and the replies built from that), not the rest.
+    acme.message_retention_days = 7
     acme.save(update_fields=["message_retention_days"])
-    acme_messages = Message.objects.filter(agent__tenant=acme).count()
+    planned = retention_plan(acme).ids["messages"]
+    assert 0 < len(planned) < Message.objects.filter(agent__tenant=acme).count()
     before = counts()
 
     out = StringIO()
     call_command("retention", "--dry-run", stdout=out)
     report = out.getvalue()
-    assert "acme: messages before" in report and "would erase:" in report and f" {acme_messages} messages" in report
+    assert "acme: messages before" in report and "would erase:" in report and f" {len(planned)} messages" in report
     assert counts() == before
     assert not ErasureEvent.objects.exists()
 
     done = enforce_retention()
-    assert set(done) == {"acme"} and done["acme"]["messages"] == acme_messages
-    assert not Message.objects.filter(agent__tenant=acme).exists()
-    assert not MemoryEntry.objects.filter(agent__tenant=acme, status=EntryStatus.LIVE).exists()
+    assert set(done) == {"acme"} and done["acme"]["messages"] == len(planned)
+    assert not Message.objects.filter(pk__in=planned).exists()
+    assert Message.objects.filter(agent__tenant=acme).exists()
+    assert not MemoryEvidence.objects.filter(message_id__in=planned).exists()
     assert Message.objects.filter(agent__tenant=other_tenant).count() == 1
     assert enforce_retention() == {}

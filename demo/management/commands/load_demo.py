@@ -2,7 +2,10 @@
 # ruff: noqa: E501
 """Load a small, realistic demo workspace: the Acme team building "Atlas".
 
-Everything is fixed (names, times, text), so two installations load the same workspace. Messages
+Everything is fixed (names, text, the times of day), so two installations load the same workspace,
+dated relative to the load: the transcript's three weeks end shortly before it (``demo.calendar``), so
+the turns the demo then drives follow on from the conversation and the dates people mention are still
+ahead. Messages
 and memories are written through the same services a connector and an agent use, so audiences,
 evidence and the ledger are exactly what production would record: facts told in a direct message
 stay private to that person, facts from the private channel stay with its three members.
@@ -11,15 +14,17 @@ stay private to that person, facts from the private channel stay with its three 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Actor, Connector, IdentityLink, RuntimeAgent, Tenant, UserActor
-from demo.turns import demo_turns_run
+from demo.calendar import DemoCalendar, offset
+from demo.turns import Loaded, demo_turns_run
 from history.audience import Audience
 from history.models import Conversation, EvidenceMethod, Message
 from history.services import conversation_upsert, message_ingest
@@ -29,8 +34,6 @@ from memory.services import Belief, Provenance, entry_forget, memory_remember, r
 TENANT_SLUG = "acme"
 AGENT_NAME = "acme-assistant"
 DEMO_PASSWORD = "engram-demo"
-#: Monday of the first week of the transcript; every timestamp is an offset from it.
-START = datetime(2025, 3, 3, tzinfo=UTC)
 
 #: key -> (connector key, external id, display name)
 ACTORS: dict[str, tuple[str, str, str]] = {
@@ -67,7 +70,8 @@ CONVERSATIONS: dict[str, DemoConversation] = {
     "mail_priya": DemoConversation("email", "thread-atlas-pricing", "Email: Atlas pricing", ("priya_mail",)),
 }
 
-#: (conversation, author, day offset, "HH:MM", text, key for memories to cite or "")
+#: (conversation, author, day offset, "HH:MM", text, key for memories and turns to name it by, or "").
+#: Day 0 is the calendar's first Monday; ``{launch}`` and the like are its dates (DemoCalendar.names).
 # fmt: off
 TRANSCRIPT: list[tuple[str, str, int, str, str, str]] = [
     ("general", "priya", 0, "09:02", "Morning all! We're kicking off Atlas this week: the new self-serve analytics dashboard for mid-market customers.", "g_kickoff"),
@@ -97,21 +101,21 @@ TRANSCRIPT: list[tuple[str, str, int, str, str, str]] = [
     ("mail_priya", "priya_mail", 5, "07:32", "Please don't mention pricing in Slack channels until finance approves it.", "e_no_pricing"),
     ("dm_priya", "priya", 6, "07:55", "Can you remind me every Monday to review the Atlas risk register?", "p_reminder"),
     ("dm_sam", "sam_l", 6, "14:45", "I'm colour-blind (deuteranopia), so please don't describe charts only by red and green.", "s_colour"),
-    ("general", "priya", 7, "09:40", "The Atlas beta launch date is set: Monday 14 April. Customer comms go out the week before.", "g_launch"),
+    ("general", "priya", 7, "09:40", "The Atlas beta launch date is set: {launch}. Customer comms go out the week before.", "g_launch"),
     ("general", "dana", 7, "09:52", "Perfect, I'll line up Northwind as the first beta customer.", "g_northwind"),
     ("general", "sam_o", 8, "11:15", "Ingestion API v1 is merged. The docs are in the repo under docs/ingestion.md.", "g_api_docs"),
     ("core", "marco", 8, "09:31", "The eu-west-1 cluster is at 70% disk. I'll add storage before the beta.", ""),
     ("core", "sam_o", 8, "09:45", "Ingestion p95 latency is 180 ms under the load test; the target was 250 ms.", "c_latency"),
     ("general", "sam_l", 9, "15:00", "Design review for the dashboard is on Thursday at 15:00, everyone welcome.", ""),
-    ("dm_priya", "priya", 9, "20:15", "I'm on leave 22-25 April for my sister's wedding in Porto.", "p_leave"),
+    ("dm_priya", "priya", 9, "20:15", "I'm on leave {priya_leave} for my sister's wedding in Porto.", "p_leave"),
     ("dm_sam", "sam_l", 9, "10:10", "I'm thinking of moving to the Copenhagen office next year. It's not public yet.", "s_cph"),
-    ("core", "priya", 10, "09:33", "Globex may churn if Atlas slips past May, keep that in mind when we scope.", "c_globex_risk"),
+    ("core", "priya", 10, "09:33", "Globex may churn if the Atlas beta slips by more than a month, keep that in mind when we scope.", "c_globex_risk"),
     ("general", "marco", 11, "10:05", "New rule for Atlas services: every deploy sits in the canary stage for at least 30 minutes before full rollout.", "g_canary"),
     ("mail_priya", "priya_mail", 11, "08:00", "Finance approved the Atlas pricing: 12 EUR per seat per month, minimum 10 seats.", "e_pricing_ok"),
-    ("core", "marco", 12, "09:30", "I've raised the canary duration to 45 minutes after Tuesday's incident.", ""),
+    ("core", "marco", 12, "09:30", "I've raised the canary duration to 45 minutes after Tuesday's incident.", "c_canary_45"),
     ("dm_sam", "sam_l", 12, "15:30", "My cat is called Pixel, in case she walks across the keyboard during a call.", "s_cat"),
-    ("dm_priya", "priya", 13, "18:40", "My daughter starts school in September, so from then I'll leave at 16:30 on Wednesdays.", "p_wednesdays"),
-    ("general", "priya", 14, "09:30", "Update: the beta launch moves to Monday 28 April. We need two more weeks for scheduled exports.", "g_launch2"),
+    ("dm_priya", "priya", 13, "18:40", "My daughter starts school in {school}, so from then I'll leave at 16:30 on Wednesdays.", "p_wednesdays"),
+    ("general", "priya", 14, "09:30", "Update: the beta launch moves to {launch_moved}. We need two more weeks for scheduled exports.", "g_launch2"),
     ("general", "dana", 14, "09:41", "Noted, I'll tell Northwind. They're fine with it.", ""),
     ("core", "priya", 14, "09:32", "The export feature is the reason for the slip: CSV is done, scheduled exports need two more weeks.", ""),
     ("core", "sam_o", 15, "09:34", "Please always tag me on PRs touching the ingestion schema, I want to review those.", "c_tag_sam"),
@@ -119,13 +123,13 @@ TRANSCRIPT: list[tuple[str, str, int, str, str, str]] = [
     ("general", "sam_o", 16, "13:20", "Reminder: the Atlas API rate limit is 600 requests per minute per workspace.", "g_ratelimit"),
     ("dm_priya", "priya", 16, "08:05", "Actually, for technical topics I now prefer detailed answers. Short ones are still fine for status updates.", "p_detail"),
     ("core", "marco", 17, "09:31", "Postgres storage upgrade is done, disk is at 35% now.", ""),
-    ("mail_priya", "priya_mail", 17, "07:45", "I'm travelling to the Berlin customer summit 6-8 May. If anyone asks, book hotels near Alexanderplatz.", "e_berlin"),
+    ("mail_priya", "priya_mail", 17, "07:45", "I'm travelling to the Berlin customer summit {berlin}. If anyone asks, book hotels near Alexanderplatz.", "e_berlin"),
     ("general", "priya", 18, "17:05", "Thanks everyone for a great sprint. The demo recording is pinned in the channel.", ""),
     ("dm_sam", "sam_l", 18, "16:20", "I've switched to a standing desk and take calls from home on Fridays now.", "s_fridays"),
     ("core", "priya", 19, "09:30", "Note for the assistant: summaries of this channel should be bullet points, five at most.", "c_bullets"),
     ("general", "dana", 19, "10:00", "Northwind signed the beta agreement today!", "g_northwind_signed"),
     ("general", "marco", 19, "10:03", "Nice. I'll set up their workspace on staging tomorrow.", ""),
-    ("general", "sam_o", 20, "09:10", "Heads up: I'm on holiday 5-9 May, Marco covers ingestion questions.", "g_sam_holiday"),
+    ("general", "sam_o", 20, "09:10", "Heads up: I'm on holiday {sam_o_holiday}, Marco covers ingestion questions.", "g_sam_holiday"),
     ("general", "sam_l", 20, "09:15", "The new dashboard palette is live in Figma, checked for colour-blind readers too.", ""),
     ("general", "priya", 20, "11:00", "The Atlas beta checklist is in Notion under 'Atlas / Launch'. Please tick off your items by Friday.", "g_checklist"),
     ("dm_priya", "priya", 20, "12:00", "The Jonas Weber hire fell through, please forget that.", "p_forget"),
@@ -144,6 +148,8 @@ class DemoMemory:
     portability: str = Portability.PORTABLE
     inherited: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The belief stops holding the day after this calendar date (DemoCalendar attribute, a span's end).
+    valid_through: str = ""
 
 
 C, L = Portability.CONTEXTUAL, Portability.LOCAL
@@ -158,8 +164,8 @@ MEMORIES: list[DemoMemory] = [
     DemoMemory("priya_veg", "p_veg", "Is vegetarian.", B.USER_MODEL_ATTR, "priya"),
     DemoMemory("priya_hiring", "p_hiring", "Is interviewing Jonas Weber for a second Atlas PM role; confidential.", B.STATUS, "priya", C),
     DemoMemory("priya_reminder", "p_reminder", "Remind Priya every Monday to review the Atlas risk register.", B.INSTRUCTION, "priya", C),
-    DemoMemory("priya_leave", "p_leave", "Is on leave 22-25 April 2025 for a family wedding in Porto.", B.STATUS, "priya", extra={"valid_to": datetime(2025, 4, 26, tzinfo=UTC)}),
-    DemoMemory("priya_wednesdays", "p_wednesdays", "From September 2025 leaves at 16:30 on Wednesdays (school pick-up).", B.USER_MODEL_ATTR, "priya"),
+    DemoMemory("priya_leave", "p_leave", "Is on leave {priya_leave_y} for a family wedding in Porto.", B.STATUS, "priya", valid_through="priya_leave"),
+    DemoMemory("priya_wednesdays", "p_wednesdays", "From {school_y} leaves at 16:30 on Wednesdays (school pick-up).", B.USER_MODEL_ATTR, "priya"),
     DemoMemory("sam_design", "s_intro", "Works in design and is often confused with the other Sam (Okafor, backend).", B.USER_MODEL_ATTR, "sam_l"),
     DemoMemory("sam_days", "s_days", "Works Tuesday to Friday; is off on Mondays.", B.USER_MODEL_ATTR, "sam_l"),
     DemoMemory("sam_feedback", "s_feedback", "Prefers design feedback as numbered lists that reference Figma frame names.", B.PREFERENCE, "sam_l"),
@@ -170,7 +176,7 @@ MEMORIES: list[DemoMemory] = [
     DemoMemory("sam_fridays", "s_fridays", "Takes calls from home on Fridays.", B.USER_MODEL_ATTR, "sam_l"),
     DemoMemory("pricing", "e_pricing", "Draft Atlas pricing: 12 EUR per seat per month, minimum 10 seats; not approved by finance yet.", B.PROJECT_FACT, None, C, extra={"origin_scope": "atlas"}),
     DemoMemory("no_pricing_in_slack", "e_no_pricing", "Do not mention Atlas pricing in Slack channels until finance approves it.", B.INSTRUCTION, None, L, extra={"origin_scope": "atlas"}),
-    DemoMemory("priya_berlin", "e_berlin", "Travels to the Berlin customer summit 6-8 May 2025; book hotels near Alexanderplatz.", B.STATUS, "priya_mail"),
+    DemoMemory("priya_berlin", "e_berlin", "Travels to the Berlin customer summit {berlin_y}; book hotels near Alexanderplatz.", B.STATUS, "priya_mail"),
     # The private channel: visible to its three members only.
     DemoMemory("budget", "c_budget", "Atlas cloud spend is capped at 40k EUR this year; confidential to the core team.", B.PROJECT_FACT, None, L),
     DemoMemory("no_clickhouse", "c_no_clickhouse", "Atlas uses partitioned PostgreSQL tables, not a dedicated ClickHouse cluster, to stay within budget.", B.DECISION, None, C, ("c_budget",)),
@@ -179,7 +185,7 @@ MEMORIES: list[DemoMemory] = [
     DemoMemory("sam_o_fridays", "c_sam_fridays", "Is offline on Friday afternoons (coaches a youth football team).", B.USER_MODEL_ATTR, "sam_o"),
     DemoMemory("no_mobile", "c_no_mobile", "The mobile app is out of the Atlas beta scope: web only until GA.", B.DECISION, None, C),
     DemoMemory("latency", "c_latency", "Ingestion p95 latency is 180 ms under load test (target 250 ms).", B.STATUS, None, C),
-    DemoMemory("globex_risk", "c_globex_risk", "Globex may churn if Atlas slips past May.", B.PROJECT_FACT, None, C),
+    DemoMemory("globex_risk", "c_globex_risk", "Globex may churn if the Atlas beta slips by more than a month.", B.PROJECT_FACT, None, C),
     DemoMemory("tag_sam_o", "c_tag_sam", "Tag Sam Okafor on every pull request that touches the ingestion schema.", B.INSTRUCTION, "sam_o", C),
     DemoMemory("core_bullets", "c_bullets", "Summaries of this channel are bullet points, five at most.", B.INSTRUCTION, None, L, extra={"restricted_to": "core"}),
     # The public channel: the whole Slack workspace.
@@ -189,19 +195,19 @@ MEMORIES: list[DemoMemory] = [
     DemoMemory("standup", "g_standup", "Atlas standup is every Tuesday and Thursday at 9:30 CET.", B.PROJECT_FACT, None, C),
     DemoMemory("figma", "g_figma", "The Atlas wireframes are in the Figma file 'Atlas - v0 flows'.", B.RESOURCE, None, C),
     DemoMemory("sso", "g_sso", "Atlas launches with Okta SSO; Azure AD follows the quarter after launch.", B.PROJECT_FACT, None, C, ("g_sso_q",)),
-    DemoMemory("launch", "g_launch", "The Atlas beta launches on Monday 14 April 2025.", B.STATUS, None, C, extra={"salience": 0.8}),
+    DemoMemory("launch", "g_launch", "The Atlas beta launches on {launch_y}.", B.STATUS, None, C, extra={"salience": 0.8}),
     DemoMemory("api_docs", "g_api_docs", "The ingestion API docs are in docs/ingestion.md in the repository.", B.RESOURCE, None, C),
     DemoMemory("canary", "g_canary", "Every Atlas deploy stays in the canary stage for at least 30 minutes before full rollout.", B.INSTRUCTION, None, C, extra={"always_on": True, "salience": 0.9}),
     DemoMemory("rate_limit", "g_ratelimit", "The Atlas API rate limit is 600 requests per minute per workspace.", B.RESOURCE, None, C),
     DemoMemory("northwind", "g_northwind_signed", "Northwind signed the Atlas beta agreement and is the first beta customer.", B.EVENT, None, C, ("g_northwind",)),
-    DemoMemory("sam_o_holiday", "g_sam_holiday", "Is on holiday 5-9 May 2025; Marco covers ingestion questions meanwhile.", B.STATUS, "sam_o"),
+    DemoMemory("sam_o_holiday", "g_sam_holiday", "Is on holiday {sam_o_holiday_y}; Marco covers ingestion questions meanwhile.", B.STATUS, "sam_o"),
     DemoMemory("checklist", "g_checklist", "The Atlas beta checklist is in Notion under 'Atlas / Launch'.", B.RESOURCE, None, C),
 ]
 # fmt: on
 
 #: (memory key, message key that corrects it, new body)
 AMENDMENTS: list[tuple[str, str, str]] = [
-    ("launch", "g_launch2", "The Atlas beta launches on Monday 28 April 2025, two weeks later than planned."),
+    ("launch", "g_launch2", "The Atlas beta launches on {launch_moved_y}, two weeks later than planned."),
     ("pricing", "e_pricing_ok", "Atlas pricing is 12 EUR per seat per month, minimum 10 seats; approved by finance."),
     ("priya_answers", "p_detail", "Prefers detailed answers on technical topics and short ones for status updates."),
 ]
@@ -218,15 +224,23 @@ class Command(BaseCommand):
             return
         # One transaction: a failure leaves nothing half-loaded, so "tenant exists" means "loaded".
         with transaction.atomic():
-            summary = load()
+            loaded = load()
         # Then a few real turns through the API, so the end-user view has turns to show.
-        summary += demo_turns_run(agent=RuntimeAgent.objects.get(tenant__slug=TENANT_SLUG, name=AGENT_NAME))
+        agent = RuntimeAgent.objects.get(tenant__slug=TENANT_SLUG, name=AGENT_NAME)
+        summary = loaded.summary + demo_turns_run(agent=agent, loaded=loaded)
         self.stdout.write(self.style.SUCCESS("Loaded the Acme demo workspace:"))
         for line in summary:
             self.stdout.write(f"  {line}")
 
 
-def load() -> list[str]:
+#: The last transcript message's offset from the calendar's start.
+TRANSCRIPT_END = max(offset(day, clock) for _, _, day, clock, _, _ in TRANSCRIPT)
+
+
+def load(*, now: datetime | None = None) -> Loaded:
+    """Write the workspace, its transcript ending before ``now`` (default: the current time)."""
+    calendar = DemoCalendar.ending_before(now or timezone.now(), last=TRANSCRIPT_END)
+    dates = calendar.names()
     tenant = Tenant.objects.create(name="Acme", slug=TENANT_SLUG)
     agent = RuntimeAgent.objects.create(tenant=tenant, name=AGENT_NAME)
     connectors = {
@@ -245,7 +259,7 @@ def load() -> list[str]:
         actor_a=first,
         actor_b=second,
         proof="Confirmed by Priya while signed in to both Slack and email.",
-        verified_at=START + timedelta(days=5, hours=8),
+        verified_at=calendar.at(5, "08:00"),
     )
 
     conversations: dict[str, Conversation] = {}
@@ -267,12 +281,11 @@ def load() -> list[str]:
 
     messages: dict[str, Message] = {}
     for index, (conversation, author, day, clock, body, key) in enumerate(TRANSCRIPT):
-        hours, minutes = (int(part) for part in clock.split(":"))
-        created_at = START + timedelta(days=day, hours=hours, minutes=minutes)
+        created_at = calendar.at(day, clock)
         ingested = message_ingest(
             conversation=conversations[conversation],
             actor=actors[author],
-            body=body,
+            body=body.format_map(dates),
             created_at=created_at,
             evidence_method=EvidenceMethod.CONNECTOR_SIGNED,
             external_id=f"{int(created_at.timestamp())}.{index:06d}",
@@ -284,9 +297,12 @@ def load() -> list[str]:
     for memory in MEMORIES:
         extra = dict(memory.extra)
         restricted_to = extra.pop("restricted_to", None)
+        if memory.valid_through:
+            _first, last = getattr(calendar, memory.valid_through)
+            extra["valid_to"] = calendar.midnight_after(last)
         source = messages[memory.source]
         belief = Belief(
-            body=memory.body,
+            body=memory.body.format_map(dates),
             belief_type=memory.belief_type,
             subject_id=actors[memory.subject].pk if memory.subject else None,
             portability=memory.portability,
@@ -313,7 +329,7 @@ def load() -> list[str]:
             entry_id=entry.pk,
             expected_revision_id=entry.current_revision_id,
             provenance=Provenance(source_message_id=messages[message_key].pk),
-            body=body,
+            body=body.format_map(dates),
             changes={"valid_from": messages[message_key].created_at},
         )
     for memory_key, _message_key in FORGOTTEN:
@@ -327,14 +343,22 @@ def load() -> list[str]:
         for actor_key in actor_keys:
             UserActor.objects.create(user=user, actor=actors[actor_key])
 
-    live = MemoryEntry.objects.filter(agent=agent, status=EntryStatus.LIVE).count()
-    return [
+    live = MemoryEntry.objects.filter(agent=agent, status=EntryStatus.LIVE)
+    summary = [
         f"tenant {tenant.name!r}, agent {agent.name!r}; "
         f"connectors {', '.join(c.namespace for c in connectors.values())}",
         f"{len(actors)} actors (two named 'Sam': {actors['sam_o'].label} and {actors['sam_l'].label}); "
         f"{actors['priya'].label} is linked to {actors['priya_mail'].label}",
         "conversations: " + "; ".join(f"{c.title} {c.audience}" for c in conversations.values()),
-        f"{len(TRANSCRIPT)} messages over {TRANSCRIPT[-1][2] + 1} days",
-        f"{len(MEMORIES)} memories ({live} live, {len(FORGOTTEN)} forgotten, {len(AMENDMENTS)} amended)",
+        f"{len(TRANSCRIPT)} messages over {TRANSCRIPT_END.days + 1} days, "
+        f"{calendar.start:%d %b %Y} to {calendar.start + TRANSCRIPT_END:%d %b %Y %H:%M} UTC",
+        f"{len(MEMORIES)} memories ({live.count()} live, {len(FORGOTTEN)} forgotten, {len(AMENDMENTS)} amended)",
         f"end-user logins: {', '.join(USERS)} (password {DEMO_PASSWORD!r})",
     ]
+    current = dict(live.values_list("pk", "current_revision_id"))
+    return Loaded(
+        summary=summary,
+        calendar=calendar,
+        revisions={key: current[entry.pk] for key, entry in entries.items() if entry.pk in current},
+        messages={key: message.pk for key, message in messages.items()},
+    )

@@ -554,9 +554,11 @@ def written_within_ceilings(user: Viewer, turn: Turn, revision_ids: Iterable[int
     for n, (audience, linked) in enumerate(destinations):
         viewer_terms.append(_disclosure(f"v{n}"))
         params.update(_destination_params(f"v{n}", audience, linked, conversation_id))
+    turn_ceiling = _disclosure("rc")
+    viewer_ceiling = " OR ".join(viewer_terms)
     sql = (
         "SELECT r.id FROM memory_memoryrevision r WHERE r.id = ANY(%(ids)s) AND r.agent_id = %(el_agent)s"
-        f" AND {_disclosure('rc')} AND ({' OR '.join(viewer_terms)})"
+        f" AND {turn_ceiling} AND ({viewer_ceiling})"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -273,3 +273,20 @@ def test_the_page_runs_the_same_number_of_queries_for_3_memories_and_for_12() ->
         counts[count] = queries
     print("about-you queries", counts)
     assert counts[3] == counts[12], counts
+
+
+def test_every_turn_listed_under_a_memory_shows_it_on_that_turns_page(world: AboutWorld) -> None:
+    """The turns under a memory are judged like the turn page's items: each one listed shows the memory
+    there, and none is a turn of a conversation she cannot read (Bob's DM, where two were learned)."""
+    client = world.client(world.alice)
+    dm_bob = world.runtime.conversation("dm-bob")
+    listed_turns = 0
+    for group in known_memories(world.alice).groups:
+        for memory in group.memories:
+            for used in memory.turns:
+                listed_turns += 1
+                assert str(dm_bob) != used.conversation
+                turn_page = client.get(f"/turns/{used.turn_id}/")
+                assert turn_page.status_code == 200
+                assert memory.revision_id in shown_ids(turn_page.content.decode())
+    assert listed_turns >= 4

@@ -26,6 +26,7 @@ from memory.apis import (
 )
 from memory.apis.data import MemoryDetailApi, MemoryListApi
 from memory.apis.tools import ToolsApi, TurnToolsApi
+from pages.about import about_you, about_you_reject, about_you_revoke
 from pages.views import (
     home,
     message_detail,
@@ -110,4 +111,11 @@ urlpatterns += [
     path("api/v1/memories", MemoryListApi.as_view(), name="memories-list"),
     path("api/v1/memories/<id:entry_id>", MemoryDetailApi.as_view(), name="memories-detail"),
     path("my-data/export.json", my_data_export, name="engram-my-data"),
+]
+
+# --- what the agent knows about the signed-in person (pages/about.py) ----------------------------------
+urlpatterns += [
+    path("about-you/", about_you, name="engram-about"),
+    path("about-you/memories/<id:revision_id>/reject/", about_you_reject, name="engram-about-reject"),
+    path("about-you/grants/<id:grant_id>/revoke/", about_you_revoke, name="engram-about-revoke"),
 ]

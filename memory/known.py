@@ -218,6 +218,8 @@ class UsedTurn:
     conversation: str
     #: The delivered reply cited it (else it was only in front of the agent).
     cited: bool
+    #: The turn wrote it (its ledger names this revision).
+    wrote: bool = False
 
 
 @dataclass(frozen=True)
@@ -357,8 +359,8 @@ def _describe(user: Viewer, person: _Person, revisions: Sequence[MemoryRevision]
                 source_message_readable=message is not None and homes.get(message) in person.readable,
                 relation=relations[revision.pk],
                 turns=[
-                    UsedTurn(turn_id, created_at, names.get(conversation_id, ""), cited)
-                    for turn_id, created_at, conversation_id, cited in turns.get(revision.pk, [])
+                    UsedTurn(turn_id, created_at, names.get(conversation_id, ""), cited, wrote)
+                    for turn_id, created_at, conversation_id, cited, wrote in turns.get(revision.pk, [])
                 ],
                 more_turns=more.get(revision.pk, 0),
                 grants=shown_grants.get(revision.pk, []),
@@ -367,35 +369,36 @@ def _describe(user: Viewer, person: _Person, revisions: Sequence[MemoryRevision]
     return memories
 
 
-def _recall_term(agent_param: str) -> str:
-    """The disclosure predicate for the recall's own destination, read from the trace ``tr`` (its
-    audience, and the identity links of its one reader when it was a direct conversation, as
-    ``linked_readers_for`` finds them) in the turn's conversation ``s.conversation_id``."""
+def _recall_term(agent_param: str, source: str = "tr") -> str:
+    """The disclosure predicate for the recall's own destination, read from the row ``source`` (a
+    trace ``tr``, or the turn ``t`` for what the turn wrote: its audience, and the identity links of its
+    one reader when it was a direct conversation, as ``linked_readers_for`` finds them) in the turn's
+    conversation ``s.conversation_id``."""
     links = IdentityLink._meta.db_table
     linked = (
-        "(CASE WHEN tr.audience_kind = 'members' AND cardinality(tr.audience_readers) = 1 THEN ARRAY("
-        "SELECT CASE WHEN l.actor_a_id = tr.audience_readers[1] THEN l.actor_b_id ELSE l.actor_a_id END"
-        f" FROM {links} l WHERE l.agent_id = tr.agent_id AND l.revoked_at IS NULL"
-        " AND tr.audience_readers[1] IN (l.actor_a_id, l.actor_b_id)) ELSE '{}'::bigint[] END)"
+        f"(CASE WHEN {source}.audience_kind = 'members' AND cardinality({source}.audience_readers) = 1 THEN ARRAY("
+        f"SELECT CASE WHEN l.actor_a_id = {source}.audience_readers[1] THEN l.actor_b_id ELSE l.actor_a_id END"
+        f" FROM {links} l WHERE l.agent_id = {source}.agent_id AND l.revoked_at IS NULL"
+        f" AND {source}.audience_readers[1] IN (l.actor_a_id, l.actor_b_id)) ELSE '{{}}'::bigint[] END)"
     )
-    term = _viewer_term("rc", agent_param, "s.conversation_id")
+    term = _viewer_term(f"rc{source}", agent_param, "s.conversation_id")
     for name, column in (
-        ("kind", "tr.audience_kind"),
-        ("namespace", "tr.audience_namespace"),
-        ("readers", "tr.audience_readers"),
+        ("kind", f"{source}.audience_kind"),
+        ("namespace", f"{source}.audience_namespace"),
+        ("readers", f"{source}.audience_readers"),
         ("linked", linked),
     ):
-        term = term.replace(f"%(rc_d_{name})s", column)
-    assert "%(rc_" not in term, term
+        term = term.replace(f"%(rc{source}_d_{name})s", column)
+    assert f"%(rc{source}_" not in term, term
     return term
 
 
 def _used_turns(
     person: _Person, revisions: Sequence[MemoryRevision]
-) -> tuple[dict[int, list[tuple[int, datetime, int, bool]]], dict[int, int]]:
-    """Per revision, the most recent turns whose recalls had it in front of the agent and which the
-    person may see it on (one statement per agent), and how many more there are."""
-    turns: dict[int, list[tuple[int, datetime, int, bool]]] = {}
+) -> tuple[dict[int, list[tuple[int, datetime, int, bool, bool]]], dict[int, int]]:
+    """Per revision, the most recent turns whose recalls had it in front of the agent or which wrote it,
+    and which the person may see it on (one statement per agent), and how many more there are."""
+    turns: dict[int, list[tuple[int, datetime, int, bool, bool]]] = {}
     more: dict[int, int] = {}
     for ceiling in person.ceilings:
         ids = [r.pk for r in revisions if r.agent_id == ceiling.agent_id]
@@ -412,9 +415,10 @@ def _used_turns(
             viewer_terms.append(_viewer_term(f"v{n}", "agent", "s.conversation_id"))
             params.update(_destination_params(f"v{n}", audience, linked, None))
         sql = (
-            "SELECT revision_id, turn_id, created_at, conversation_id, cited, total FROM ("
+            "SELECT revision_id, turn_id, created_at, conversation_id, cited, wrote, total FROM ("
             " SELECT u.revision_id, t.id AS turn_id, t.created_at, s.conversation_id,"
             " bool_or(rep.id IS NOT NULL AND u.revision_id = ANY(rep.cited_revision_ids)) AS cited,"
+            " bool_or(u.trace_id IS NULL) AS wrote,"
             " row_number() OVER (PARTITION BY u.revision_id ORDER BY t.created_at DESC, t.id DESC) AS n,"
             " count(*) OVER (PARTITION BY u.revision_id) AS total"
             " FROM ("
@@ -426,21 +430,27 @@ def _used_turns(
             "  SELECT i.revision_id, i.trace_id, t0.id FROM memory_recalltraceitem i"
             "  JOIN memory_recalltrace tr ON tr.id = i.trace_id JOIN history_turn t0 ON t0.session_id = tr.session_id"
             "  WHERE i.revision_id = ANY(%(ids)s) AND i.blocked_reason = '' AND tr.moment IN ('snapshot', 'child')"
+            "  UNION ALL"
+            # The turn that wrote it (its ledger), judged by the turn's own destination.
+            "  SELECT o.revision_id, NULL, o.turn_id FROM memory_memoryoperation o"
+            "  WHERE o.revision_id = ANY(%(ids)s) AND o.turn_id IS NOT NULL"
             " ) u"
-            " JOIN memory_recalltrace tr ON tr.id = u.trace_id"
+            " LEFT JOIN memory_recalltrace tr ON tr.id = u.trace_id"
             " JOIN history_turn t ON t.id = u.turn_id"
             " JOIN history_session s ON s.id = t.session_id"
             " JOIN memory_memoryrevision r ON r.id = u.revision_id"
             " LEFT JOIN history_message rep ON rep.id = t.reply_id"
-            " WHERE r.agent_id = %(agent)s AND tr.agent_id = %(agent)s"
+            " WHERE r.agent_id = %(agent)s AND t.agent_id = %(agent)s"
             " AND s.conversation_id = ANY(%(readable)s::bigint[])"
-            f" AND {_recall_term('agent')} AND ({' OR '.join(viewer_terms)})"
+            f" AND CASE WHEN u.trace_id IS NULL THEN {_recall_term('agent', 't')}"
+            f" ELSE tr.agent_id = %(agent)s AND {_recall_term('agent')} END"
+            f" AND ({' OR '.join(viewer_terms)})"
             " GROUP BY u.revision_id, t.id, t.created_at, s.conversation_id"
             ") used WHERE n <= %(per)s ORDER BY revision_id, created_at DESC, turn_id DESC"
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            for revision_id, turn_id, created_at, conversation_id, cited, total in cursor.fetchall():
-                turns.setdefault(revision_id, []).append((turn_id, created_at, conversation_id, cited))
+            for revision_id, turn_id, created_at, conversation_id, cited, wrote, total in cursor.fetchall():
+                turns.setdefault(revision_id, []).append((turn_id, created_at, conversation_id, cited, wrote))
                 more[revision_id] = total - len(turns[revision_id])
     return turns, more

@@ -131,6 +131,14 @@ def test_a_reply_citing_what_the_turn_wrote_links_to_its_card(world: World) -> N
     assert "cannot be shown" not in summary.group(1)
     assert MemoryOperation.objects.get(turn_id=asked).kind == Operation.REMEMBER
 
+    # On Alice's "what the agent knows about you", the memory names the turn that wrote and cited it.
+    about = world.client(world.alice).get("/about-you/").content.decode()
+    card = about[about.index(f'data-memory-id="{noted.short_id}"') :]
+    card = card[: card.index("</article>")] if "</article>" in card else card
+    used = re.search(rf'<li data-turn-id="{asked}">(.*?)</li>', card, re.S)
+    assert used is not None, "the turn that wrote it is listed under the memory"
+    assert 'data-moment="written"' in used.group(1) and 'class="badge used"' in used.group(1)
+
 
 def test_the_messages_the_runtime_loaded_are_listed(world: World) -> None:
     runtime = world.runtime

@@ -1,30 +1,38 @@
-"""``engram-mcp`` driven by the MCP SDK's own ``ClientSession`` over stdio: the command runs as a
-subprocess, exactly as a desktop host starts it, against a live Engram (pytest-django's live server,
-real PostgreSQL). The verbs run inside turns, so the ledger, the claim guard and the round bound
-still hold; failures are MCP tool errors carrying the API's code."""
+"""``engram-mcp`` driven by the MCP SDK's own ``ClientSession`` over stdio (the command runs as a
+subprocess, exactly as a desktop host starts it) and over streamable HTTP (the SDK's HTTP client, each
+caller with its own API key), against a live Engram (pytest-django's live server, real PostgreSQL).
+The verbs run inside turns, so the ledger, the claim guard and the round bound still hold; failures
+are MCP tool errors carrying the API's code."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+import httpx2
 import pytest
-from engram_client.mcp_server import INSTRUCTIONS, SUBJECT_NOTE, SUBJECT_VERBS, parse_args
+import uvicorn
+from engram_client.mcp_http import HttpGate
+from engram_client.mcp_server import INSTRUCTIONS, SUBJECT_NOTE, SUBJECT_VERBS, Config, parse_args
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
+from accounts.services import api_key_create
 from history.models import Message, Turn
 from memory.models import MemoryEntry, MemoryEvidence
 from tests.clients.conftest import Workspace, run_async
+from tests.factories import AgentFactory
 
 T = TypeVar("T")
 ENGRAM_MCP = str(Path(sys.executable).parent / "engram-mcp")
@@ -35,6 +43,8 @@ VERBS = {"remember", "recall", "amend", "forget", "request_memory_sharing", "sea
 async def mcp_session(workspace: Workspace, log: Path, **env: str) -> AsyncIterator[ClientSession]:
     """A host's connection to a fresh ``engram-mcp`` process."""
     config = {"ENGRAM_URL": workspace.base_url, "ENGRAM_API_KEY": workspace.key, **env}
+    if "PYTHONPATH" in os.environ:  # the host's environment is not inherited; the client to run may be named there
+        config["PYTHONPATH"] = os.environ["PYTHONPATH"]
     params = StdioServerParameters(command=ENGRAM_MCP, env=config)
     with log.open("a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
@@ -324,39 +334,82 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_the_streamable_http_transport_runs_the_same_turn(workspace: Workspace, tmp_path: Path) -> None:
-    """``engram-mcp --transport streamable-http`` serves the same tools at /mcp to an HTTP host."""
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@contextmanager
+def http_server(workspace: Workspace, log: Path) -> Iterator[str]:
+    """``engram-mcp --transport streamable-http`` as a subprocess with no API key of its own, for
+    Alice's desktop thread; yields its endpoint once it answers HTTP (an early exit fails with its log)."""
     port = _free_port()
-    env = {
-        **os.environ,
-        "ENGRAM_URL": workspace.base_url,
-        "ENGRAM_API_KEY": workspace.key,
-        "ENGRAM_THREAD": "desktop-alice",
-        "ENGRAM_USER": "U2",
-    }
-    with (tmp_path / "mcp.log").open("w") as log:
+    env = {name: value for name, value in os.environ.items() if name != "ENGRAM_API_KEY"}
+    env |= {"ENGRAM_URL": workspace.base_url, "ENGRAM_THREAD": "desktop-alice", "ENGRAM_USER": "U2"}
+    url = f"http://127.0.0.1:{port}/mcp"
+    with log.open("w") as out:
         server = subprocess.Popen(
-            [ENGRAM_MCP, "--transport", "streamable-http", "--port", str(port)], env=env, stdout=log, stderr=log
+            [ENGRAM_MCP, "--transport", "streamable-http", "--port", str(port)], env=env, stdout=out, stderr=out
         )
     try:
-        # Ready when it accepts a connection; an early exit is a failure with its log.
         while True:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                httpx.get(url, timeout=5)
                 break
-            except OSError:
+            except httpx.TransportError:
                 try:
                     server.wait(timeout=0.2)
                 except subprocess.TimeoutExpired:
                     continue
-                raise AssertionError((tmp_path / "mcp.log").read_text()) from None
+                raise AssertionError(log.read_text()) from None
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@asynccontextmanager
+async def http_session(url: str, key: str) -> AsyncIterator[ClientSession]:
+    """A remote host's MCP session, every request carrying the caller's Engram key as its bearer."""
+    async with (
+        httpx2.AsyncClient(headers=bearer(key), timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        yield mcp
+
+
+def test_over_http_every_request_carries_the_callers_api_key(workspace: Workspace, tmp_path: Path) -> None:
+    """Over streamable HTTP the server has no key of its own: a request without a bearer, or with a key
+    Engram refuses, is a 401 with a Bearer challenge before any MCP handling (a management-only key: 403);
+    with the agent's key a whole turn runs (begin_turn, remember, reply). A session's requests must carry
+    the key that opened it: another (valid) key answers as an unknown session does. The sessionless
+    2026-07-28 protocol is refused with the handshake versions to fall back to."""
+    other = api_key_create(agent=AgentFactory.create()).secret
+    manage = api_key_create(agent=workspace.agent, scopes=["manage"]).secret
+    with http_server(workspace, tmp_path / "mcp.log") as url:
+        missing = httpx.post(url, json=INITIALIZE, headers=ACCEPT, timeout=30)
+        invalid = httpx.post(url, json=INITIALIZE, headers=ACCEPT | bearer("egk_not-a-key"), timeout=30)
+        management = httpx.post(url, json=INITIALIZE, headers=ACCEPT | bearer(manage), timeout=30)
+        modern = {"mcp-protocol-version": "2026-07-28"}
+        sessionless = httpx.post(url, json=INITIALIZE, headers=ACCEPT | modern | bearer(workspace.key), timeout=30)
+        opened = httpx.post(url, json=INITIALIZE, headers=ACCEPT | bearer(workspace.key), timeout=30)
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        stranger = httpx.post(url, json=listing, headers=ACCEPT | session | bearer(other), timeout=30)
+        owner = httpx.post(url, json=listing, headers=ACCEPT | session | bearer(workspace.key), timeout=30)
 
         async def scenario() -> str:
-            async with (
-                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
-                ClientSession(read, write) as mcp,
-            ):
-                await mcp.initialize()
+            async with http_session(url, workspace.key) as mcp:
                 assert {tool.name for tool in (await mcp.list_tools()).tools} >= VERBS | {"begin_turn", "reply"}
                 ok(await mcp.call_tool("begin_turn", {"message": "I cycle to work."}))
                 cycles = {"body": "Cycles to work.", "belief_type": "preference", "subject": "speaker"}
@@ -364,10 +417,95 @@ def test_the_streamable_http_transport_runs_the_same_turn(workspace: Workspace, 
                 return str(ok(await mcp.call_tool("reply", {"text": "Noted."}))["state"])
 
         assert run(scenario) == "delivered"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    assert MemoryEntry.objects.count() == 1
+
+    assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
+    assert invalid.status_code == 401 and 'error="invalid_token"' in invalid.headers["www-authenticate"]
+    assert management.status_code == 403 and "mcp-session-id" not in management.headers
+    # 2026-07-28 has no sessions to carry a turn: refused with the versions to fall back to.
+    assert sessionless.status_code == 400 and sessionless.json()["error"]["code"] == -32022
+    assert "2025-06-18" in sessionless.json()["error"]["data"]["supported"]
+    assert opened.status_code == 200
+    assert stranger.status_code == 404 and "tools" not in stranger.text
+    assert owner.status_code == 200 and '"begin_turn"' in owner.text
+    assert MemoryEntry.objects.get().agent_id == workspace.agent.pk
+
+
+def test_over_http_each_mcp_session_is_its_own_engram_session(workspace: Workspace) -> None:
+    """One server, three MCP sessions: two with the agent's key, one with another agent's. Each has its
+    own turn (none answers turn_open while another's turn is open), another agent's session recalls
+    only its own agent's memories, and a session's state is dropped when the host closes it."""
+    second = AgentFactory.create()
+    second_key = api_key_create(agent=second).secret
+    port = _free_port()
+
+    async def scenario() -> dict[str, Any]:
+        async with httpx.AsyncClient() as http:
+            gate = HttpGate(Config(url=workspace.base_url, api_key="", thread="desktop-alice", user="U2"), http)
+            web = uvicorn.Server(uvicorn.Config(gate.app(), host="127.0.0.1", port=port, log_level="warning"))
+            serving = asyncio.create_task(web.serve())
+            try:
+                async with asyncio.timeout(30):
+                    while not web.started:
+                        assert not serving.done(), "the server stopped before it started"
+                        await asyncio.sleep(0.05)
+                url = f"http://127.0.0.1:{port}/mcp"
+                async with http_session(url, workspace.key) as alice, http_session(url, second_key) as other:
+                    lisbon = ok(await alice.call_tool("begin_turn", {"message": "I moved to Lisbon."}))
+                    fact = {"body": "Lives in Lisbon.", "belief_type": "user_model_attr", "subject": "speaker"}
+                    memory_id = ok(await alice.call_tool("remember", fact))["result"]["id"]
+                    theirs = ok(await other.call_tool("begin_turn", {"message": "Where do I live?"}))
+                    recalled = ok(await other.call_tool("recall", {"query": "Lisbon home"}))["result"]["items"]
+                    async with http_session(url, workspace.key) as again:
+                        assert len(gate.sessions) == 3
+                        parallel = ok(await again.call_tool("begin_turn", {"message": "And my commute?"}))
+                        ok(await again.call_tool("reply", {"text": "I do not know yet."}))
+                    ok(await alice.call_tool("reply", {"text": f"Noted [{memory_id}].", "cited_ids": [memory_id]}))
+                    ok(await other.call_tool("reply", {"text": "I do not know."}))
+                # The host's DELETE ends each session; its state goes with it.
+                async with asyncio.timeout(30):
+                    while gate.sessions:
+                        await asyncio.sleep(0.05)
+                return {
+                    "turns": [lisbon["turn_id"], theirs["turn_id"], parallel["turn_id"]],
+                    "sessions": [lisbon["session_id"], theirs["session_id"], parallel["session_id"]],
+                    "recalled": [item["id"] for item in recalled],
+                    "memory_id": memory_id,
+                }
+            finally:
+                web.should_exit = True
+                await serving
+
+    outcome = run(scenario)
+    assert len(set(outcome["turns"])) == 3 and len(set(outcome["sessions"])) == 3
+    assert outcome["memory_id"] not in outcome["recalled"]
+    turns = {turn.pk: turn for turn in Turn.objects.filter(pk__in=outcome["turns"]).select_related("session")}
+    alices, theirs, parallel = (turns[pk] for pk in outcome["turns"])
+    assert [t.state for t in (alices, theirs, parallel)] == ["delivered", "delivered", "delivered"]
+    assert alices.session.conversation_id == parallel.session.conversation_id != theirs.session.conversation_id
+    assert theirs.session.conversation.agent_id == second.pk
+    assert MemoryEntry.objects.get().agent_id == workspace.agent.pk
+
+
+def test_over_http_no_key_of_its_own_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--api-key is for stdio; the HTTP server runs without one (and ignores one given), while stdio
+    still refuses to start without it."""
+    for name in [n for n in os.environ if n.startswith("ENGRAM_")]:
+        monkeypatch.delenv(name)
+    named = ["--url", "http://engram", "--thread", "t", "--user", "u"]
+    config, args = parse_args([*named, "--transport", "streamable-http"])
+    assert config.api_key == "" and args.transport == "streamable-http"
+    assert parse_args([*named, "--transport", "streamable-http", "--api-key", "egk_x"])[0].api_key == ""
+    with pytest.raises(SystemExit):
+        parse_args(named)
+
+
+def test_the_documented_remote_host_snippet_sends_the_key_as_a_bearer() -> None:
+    """docs/mcp.md's configuration for a remote host points at the /mcp endpoint and sends the agent's
+    API key in the Authorization header the HTTP server requires."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    snippet = json.loads(docs.split("```json\n")[2].split("```", 1)[0])
+    engram = snippet["mcpServers"]["engram"]
+    assert engram["url"].endswith("/mcp") and engram["headers"]["Authorization"].startswith("Bearer egk_")
 
 
 def test_the_documented_desktop_snippet_configures_the_server(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
 
@@ -20,3 +22,25 @@ def test_the_client_depends_on_httpx_only_pinned_exactly() -> None:
     project = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "engram-client"
     assert project["dependencies"] == ["httpx==0.28.1"]
+
+
+def test_a_build_left_by_installing_the_client_is_not_type_checked(tmp_path: Path, monkeypatch: Any) -> None:
+    """``pip install "./clients/python[mcp]"`` (docs/mcp.md) builds in the source tree, leaving a second
+    engram_client under clients/python/build/lib and an .egg-info beside it. mypy's file discovery, with
+    the project's configuration, skips both, so ``mypy .`` sees the package once (no "Duplicate module
+    named engram_client"). Discovery only, on a copy of that layout: no type checking, nothing written
+    to the checkout."""
+    from mypy.main import process_options
+
+    for package in ("engram_client", "build/lib/engram_client"):
+        (tmp_path / "clients" / "python" / package).mkdir(parents=True)
+        (tmp_path / "clients" / "python" / package / "__init__.py").write_text("VERSION = 1\n")
+    (tmp_path / "clients" / "python" / "engram_client.egg-info").mkdir()
+    (tmp_path / "clients" / "python" / "engram_client.egg-info" / "top_level.py").write_text("")
+    shutil.copy(CLIENT.parents[1] / "pyproject.toml", tmp_path / "pyproject.toml")
+    monkeypatch.chdir(tmp_path)
+
+    sources, _ = process_options([".", "--config-file", "pyproject.toml"])
+
+    found = sorted(Path(source.path).as_posix() for source in sources if source.path)
+    assert found == ["clients/python/engram_client/__init__.py"]

@@ -3,11 +3,12 @@
 
 How an MCP host maps onto Engram's turn protocol (docs/mcp.md says it at length):
 
-- One ``engram-mcp`` process speaks for one conversation, as one agent (its API key). Either a thread
-  it feeds itself (``--thread`` and ``--user``: the host's user types, the model relays the message
+- Over stdio one ``engram-mcp`` process speaks for one conversation, as one agent (its API key); over
+  streamable HTTP each MCP session does, as the agent of the key its caller sends (``mcp_http``). Either
+  a thread it feeds itself (``--thread`` and ``--user``: the host's user types, the model relays the message
   with ``begin_turn(message)``, and the server ingests it as that user's message), or an existing
   conversation a connector feeds (``--conversation-id``: ``begin_turn(message_id)``).
-- The conversation has at most one open turn at a time. ``begin_turn`` opens the Engram session on
+- An MCP session has at most one open turn at a time. ``begin_turn`` opens the Engram session on
   first use (its frozen snapshot is the ``engram://session/snapshot`` resource) and starts a turn
   through the client's turn helper; it returns the turn's participants (actor ids, external ids, who
   is speaking), whom ``remember`` and ``amend`` name as a memory's subject (``"speaker"`` or an
@@ -34,7 +35,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -120,7 +121,7 @@ def _call_text(result: CallResult) -> str:
 
 @dataclass
 class Conversation:
-    """The conversation's state in this process: its Engram session and its one open turn."""
+    """The state of one MCP session (over stdio, of the process): its Engram session and its one open turn."""
 
     session: Session | None = None
     turn: AsyncTurnSession | None = None
@@ -395,49 +396,55 @@ class EngramMcp:
     # -- the SDK server ----------------------------------------------------------------------------
 
     def server(self) -> Server[Any]:
-        async def on_list_tools(
-            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-        ) -> types.ListToolsResult:
-            try:
-                return types.ListToolsResult(tools=await self.list_tools())
-            except EngramError as error:
-                raise MCPError(types.INTERNAL_ERROR, f"{error.code}: {error.message}", error.detail) from error
+        """The SDK server for this one conversation state (stdio: the process is the session)."""
+        return build_server(lambda ctx: self)
 
-        async def on_call_tool(
-            ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-        ) -> types.CallToolResult:
-            result, changed = await self.call_tool(params.name, dict(params.arguments or {}))
-            if changed and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                await ctx.session.send_tool_list_changed()
-            return result
 
-        async def on_list_resources(
-            ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-        ) -> types.ListResourcesResult:
-            return types.ListResourcesResult(resources=self.resources())
+def build_server(state_of: Callable[[ServerRequestContext[Any]], EngramMcp]) -> Server[Any]:
+    """The SDK server; ``state_of`` finds the :class:`EngramMcp` a request speaks to (over HTTP, the
+    one of its MCP session, so handlers never reach another caller's turn)."""
 
-        async def on_read_resource(
-            ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-        ) -> types.ReadResourceResult:
-            if str(params.uri) != SNAPSHOT_URI:
-                raise MCPError(types.INVALID_PARAMS, f"no resource {params.uri}")
-            try:
-                text = await self.read_snapshot()
-            except EngramError as error:
-                raise MCPError(types.INVALID_PARAMS, f"{error.code}: {error.message}", error.detail) from error
-            return types.ReadResourceResult(
-                contents=[types.TextResourceContents(uri=SNAPSHOT_URI, mime_type="text/plain", text=text)]
-            )
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            return types.ListToolsResult(tools=await state_of(ctx).list_tools())
+        except EngramError as error:
+            raise MCPError(types.INTERNAL_ERROR, f"{error.code}: {error.message}", error.detail) from error
 
-        return Server(
-            NAME,
-            version="0.1.0",
-            instructions=INSTRUCTIONS,
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
-            on_list_resources=on_list_resources,
-            on_read_resource=on_read_resource,
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        result, changed = await state_of(ctx).call_tool(params.name, dict(params.arguments or {}))
+        if changed and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            await ctx.session.send_tool_list_changed()
+        return result
+
+    async def on_list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=state_of(ctx).resources())
+
+    async def on_read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        if str(params.uri) != SNAPSHOT_URI:
+            raise MCPError(types.INVALID_PARAMS, f"no resource {params.uri}")
+        try:
+            text = await state_of(ctx).read_snapshot()
+        except EngramError as error:
+            raise MCPError(types.INVALID_PARAMS, f"{error.code}: {error.message}", error.detail) from error
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=SNAPSHOT_URI, mime_type="text/plain", text=text)]
         )
+
+    return Server(
+        NAME,
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_read_resource=on_read_resource,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -458,7 +465,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Name
         "environment variable (in brackets).",
     )
     parser.add_argument("--url", default=env("ENGRAM_URL"), help="Engram's base URL [ENGRAM_URL]")
-    parser.add_argument("--api-key", default=env("ENGRAM_API_KEY"), help="the agent's API key [ENGRAM_API_KEY]")
+    parser.add_argument(
+        "--api-key",
+        default=env("ENGRAM_API_KEY"),
+        help="stdio: the agent's API key; streamable-http: unused, every caller sends its own as "
+        "Authorization: Bearer [ENGRAM_API_KEY]",
+    )
     parser.add_argument(
         "--conversation-id",
         type=int,
@@ -488,8 +500,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Name
     parser.add_argument("--host", default=env("ENGRAM_MCP_HOST", "127.0.0.1"), help="HTTP only [ENGRAM_MCP_HOST]")
     parser.add_argument("--port", type=int, default=int(env("ENGRAM_MCP_PORT", "8765")), help="[ENGRAM_MCP_PORT]")
     args = parser.parse_args(argv)
-    if not args.url or not args.api_key:
-        parser.error("Engram's URL and an API key are required (--url/ENGRAM_URL, --api-key/ENGRAM_API_KEY)")
+    if not args.url:
+        parser.error("Engram's URL is required (--url/ENGRAM_URL)")
+    if args.transport == "streamable-http":
+        # Every caller brings its own key (Authorization: Bearer); a key given here would be no one's.
+        args.api_key = ""
+    elif not args.api_key:
+        parser.error("stdio speaks as the agent of one API key: --api-key/ENGRAM_API_KEY is required")
     if args.conversation_id is None and not (args.thread and args.user):
         parser.error(
             "say which conversation to speak for: --conversation-id, or --thread and --user "
@@ -512,20 +529,18 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Name
 
 
 async def serve(config: Config, args: argparse.Namespace) -> None:
+    if args.transport == "streamable-http":
+        from engram_client.mcp_http import serve_http
+
+        await serve_http(config, args.host, args.port)
+        return
+    from mcp.server.stdio import stdio_server
+
     async with AsyncEngram(config.url, config.api_key) as engram:
-        app = EngramMcp(config, engram)
-        server = app.server()
-        if args.transport == "stdio":
-            from mcp.server.stdio import stdio_server
-
-            async with stdio_server() as (read_stream, write_stream):
-                options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-                await server.run(read_stream, write_stream, options)
-        else:
-            import uvicorn
-
-            web = server.streamable_http_app(host=args.host)
-            await uvicorn.Server(uvicorn.Config(web, host=args.host, port=args.port, log_level="warning")).serve()
+        server = EngramMcp(config, engram).server()
+        async with stdio_server() as (read_stream, write_stream):
+            options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+            await server.run(read_stream, write_stream, options)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

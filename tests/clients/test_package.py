@@ -44,3 +44,22 @@ def test_a_build_left_by_installing_the_client_is_not_type_checked(tmp_path: Pat
 
     found = sorted(Path(source.path).as_posix() for source in sources if source.path)
     assert found == ["clients/python/engram_client/__init__.py"]
+
+
+def test_every_extra_is_pinned_exactly() -> None:
+    """The mcp server's SDK and each framework integration's packages are optional, and pinned."""
+    extras = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"mcp", "pydantic-ai"} <= set(extras)
+    for requirements in extras.values():
+        assert all("==" in requirement for requirement in requirements), requirements
+
+
+def test_the_client_and_its_integrations_package_import_no_framework() -> None:
+    """A framework is imported by its own integration module only, so the plain client needs none."""
+    code = (
+        "import sys, engram_client, engram_client.integrations; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'pydantic_ai', 'agents', 'langgraph', 'langchain_core', 'mcp'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

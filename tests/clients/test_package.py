@@ -49,7 +49,7 @@ def test_a_build_left_by_installing_the_client_is_not_type_checked(tmp_path: Pat
 def test_every_extra_is_pinned_exactly() -> None:
     """The mcp server's SDK and each framework integration's packages are optional, and pinned."""
     extras = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert {"mcp", "pydantic-ai", "openai-agents"} <= set(extras)
+    assert {"mcp", "pydantic-ai", "openai-agents", "langgraph"} <= set(extras)
     for requirements in extras.values():
         assert all("==" in requirement for requirement in requirements), requirements
 

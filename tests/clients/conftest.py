@@ -6,11 +6,6 @@ workspace with Victor and Alice, ingested through the client itself. The TypeScr
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import hashlib
-import re
-import shutil
-import subprocess
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,6 +18,8 @@ from engram_client.types import Audience
 
 from accounts.models import RuntimeAgent
 from accounts.services import api_key_create
+from bench.harness.typescript_client import ClientUnavailable
+from bench.harness.typescript_client import build as typescript_client_build
 from tests.factories import AgentFactory
 
 T = TypeVar("T")
@@ -76,56 +73,12 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-TYPESCRIPT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
-#: The oldest Node.js the TypeScript client supports (its package.json's ``engines``).
-NODE_MAJOR = 20
-
-
-def _npm(*args: str) -> None:
-    done = subprocess.run(["npm", *args], cwd=TYPESCRIPT, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        command = " ".join(args)
-        pytest.fail(f"npm {command} failed in {TYPESCRIPT} (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-
-
 @pytest.fixture(scope="session")
 def typescript_client() -> Path:
-    """``clients/typescript`` built into its ``dist/``: ``npm ci`` when ``node_modules`` was not installed
-    from the current lockfile, ``npm run build`` when ``dist/`` was not built from the current sources
-    (stamps record the digests). A missing or too old Node.js fails the test, saying so: the client's
-    tests must not pass without running. Another pytest process on the same checkout (the lexical-only
-    pass) waits on a lock meanwhile, then finds both up to date, so nothing is rewritten under a run."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail(
-            f"the TypeScript client's tests need Node.js >= {NODE_MAJOR} and npm on PATH (Debian: apt-get install "
-            "nodejs npm); none found"
-        )
-    version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    major = re.match(r"v(\d+)\.", version)
-    if major is None or int(major.group(1)) < NODE_MAJOR:
-        pytest.fail(f"the TypeScript client needs Node.js >= {NODE_MAJOR}; found {version}")
-    installed = _digest([TYPESCRIPT / "package-lock.json"])
-    built = _digest([TYPESCRIPT / "package-lock.json", TYPESCRIPT / "tsconfig.json", *(TYPESCRIPT / "src").rglob("*")])
-    installed_stamp = TYPESCRIPT / "node_modules" / ".engram-lockfile.sha256"
-    built_stamp = TYPESCRIPT / "dist" / ".engram-sources.sha256"
-    with (TYPESCRIPT / ".build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _stamped(installed_stamp, installed):
-            _npm("ci", "--no-audit", "--no-fund")
-            installed_stamp.write_text(installed)
-        if not _stamped(built_stamp, built):
-            shutil.rmtree(TYPESCRIPT / "dist", ignore_errors=True)
-            _npm("run", "build")
-            built_stamp.write_text(built)
-    return TYPESCRIPT
-
-
-def _digest(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in paths if p.is_file()):
-        digest.update(str(path.relative_to(TYPESCRIPT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def _stamped(stamp: Path, digest: str) -> bool:
-    return stamp.is_file() and stamp.read_text().strip() == digest
+    """``clients/typescript`` built (:func:`bench.harness.typescript_client.build`: ``npm ci`` and the build,
+    each only when out of date). A missing or too old Node.js fails the test, saying so: the client's
+    tests must not pass without running."""
+    try:
+        return typescript_client_build()
+    except ClientUnavailable as missing:
+        pytest.fail(str(missing))

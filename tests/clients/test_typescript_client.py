@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.typescript_client import TYPESCRIPT
 from history.models import Message, Turn
 from memory.models import MemoryEntry
-from tests.clients.conftest import TYPESCRIPT, Workspace
+from tests.clients.conftest import Workspace
 
 
 def node_test_files(client: Path) -> list[Path]:

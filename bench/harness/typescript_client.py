@@ -46,13 +46,14 @@ def build() -> Path:
     installed = _digest([TYPESCRIPT / "package-lock.json"])
     built = _digest([TYPESCRIPT / "package-lock.json", TYPESCRIPT / "tsconfig.json", *(TYPESCRIPT / "src").rglob("*")])
     installed_stamp = TYPESCRIPT / "node_modules" / ".engram-lockfile.sha256"
-    built_stamp = TYPESCRIPT / "dist" / ".engram-sources.sha256"
+    # Beside the installed modules, not in dist/, which is what a packed copy ships.
+    built_stamp = TYPESCRIPT / "node_modules" / ".engram-sources.sha256"
     with (TYPESCRIPT / ".build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _stamped(installed_stamp, installed):
             _npm("ci", "--no-audit", "--no-fund")
             installed_stamp.write_text(installed)
-        if not _stamped(built_stamp, built):
+        if not _stamped(built_stamp, built) or not (TYPESCRIPT / "dist" / "index.js").is_file():
             shutil.rmtree(TYPESCRIPT / "dist", ignore_errors=True)
             _npm("run", "build")
             built_stamp.write_text(built)

@@ -208,3 +208,35 @@ def test_via_client_times_the_python_client_beside_raw_http(transactional_db: No
 def test_via_client_and_against_are_exclusive() -> None:
     with pytest.raises(CommandError, match="give one"):
         call_command("bench_turn", "--via-client", "--against", "/tmp", stdout=StringIO())
+    with pytest.raises(CommandError, match="give one"):
+        call_command("bench_turn", "--clients", "python,typescript", "--via-client", stdout=StringIO())
+
+
+@pytest.mark.timeout(420)
+def test_clients_times_the_python_and_typescript_clients_on_the_same_turns(transactional_db: None) -> None:
+    """``--clients python,typescript``: the same script's turns through engram_client and through the
+    TypeScript client (one Node process, built first), on one server, each counted and delivered, with
+    both p95s and the TypeScript client's over the Python client's in the JSON."""
+    out = StringIO()
+    call_command(
+        "bench_turn",
+        *("--memories", "100", "--messages", "300", "--turns", "10", "--warmup", "1"),
+        *("--clients", "python,typescript"),
+        stdout=out,
+    )
+    lines = out.getvalue().strip().splitlines()
+    result = json.loads(lines[-1])
+    python, typescript = result["clients"]["python"], result["clients"]["typescript"]
+    assert result["turns"] == python["turns"] == typescript["turns"] == 10
+    assert result["p95_ms"] == python["p95_ms"] and set(typescript["steps"]) == set(bench_turn.STEPS)
+    assert result["p95_ratios"] == {"typescript": round(typescript["p95_ms"] / python["p95_ms"], 3)}
+    assert any(line.strip().startswith("typescript") and "p95 / python's" in line for line in lines)
+    # 1 + 1 warm-up turns and 10 + 10 measured ones, each delivered or withheld.
+    assert Message.objects.filter(direction="outbound").count() + result["withheld"] == 22
+    assert Turn.objects.filter(state=TurnState.DELIVERED).count() + result["withheld"] == 22
+
+
+@pytest.mark.parametrize("value", ["python", "python,python", "python,ruby", "http,python,typescript,python"])
+def test_clients_takes_two_or_three_distinct_runtimes(value: str) -> None:
+    with pytest.raises(CommandError, match="two or three distinct runtimes"):
+        call_command("bench_turn", "--clients", value, stdout=StringIO())

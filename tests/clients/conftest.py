@@ -1,6 +1,7 @@
 """An agent runtime using ``engram_client`` against a live Engram (pytest-django's ``live_server``:
 a real HTTP server on the test database, real PostgreSQL): an agent with an API key, a Slack
-workspace with Victor and Alice, ingested through the client itself."""
+workspace with Victor and Alice, ingested through the client itself. The TypeScript client
+(``clients/typescript``) is built once a session for the tests that run it with Node."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -16,6 +18,8 @@ from engram_client.types import Audience
 
 from accounts.models import RuntimeAgent
 from accounts.services import api_key_create
+from bench.harness.typescript_client import ClientUnavailable
+from bench.harness.typescript_client import build as typescript_client_build
 from tests.factories import AgentFactory
 
 T = TypeVar("T")
@@ -67,3 +71,14 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
     loop on the main thread, where ``asyncio.run`` refuses to start another."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+@pytest.fixture(scope="session")
+def typescript_client() -> Path:
+    """``clients/typescript`` built (:func:`bench.harness.typescript_client.build`: ``npm ci`` and the build,
+    each only when out of date). A missing or too old Node.js fails the test, saying so: the client's
+    tests must not pass without running."""
+    try:
+        return typescript_client_build()
+    except ClientUnavailable as missing:
+        pytest.fail(str(missing))

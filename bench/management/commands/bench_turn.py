@@ -46,6 +46,15 @@ The server is stopped whatever happens.
 results and error handling) beside raw HTTP, on one server, in alternate blocks of ten turns; the table
 is raw HTTP's and the JSON's ``client`` holds the client's figures and ``p95_ratio`` (client p95 over raw).
 
+``--clients python,typescript`` (any two or three of ``http``, ``python`` and ``typescript``) does the
+same for the runtimes it names, on one server, taking blocks of ten turns in turn (which goes first
+rotates): the same script, turn count and seed for all. ``typescript`` is the TypeScript client
+(``clients/typescript``, built first if it is out of date) in one Node process
+(``clients/typescript/bench/runtime.mjs``) that takes each step as a JSON line and answers its result and
+the step's wall time, measured in Node around the awaited client call (as the Python client's steps are
+timed in this process). The table and the JSON's top-level figures are the first runtime's; ``clients``
+holds each one's figures and ``p95_ratios`` each other's p95 over the first's.
+
 ``--against PATH`` compares this code with another checkout of Engram at PATH (sharing this one's
 migrations, run with this interpreter): each is served by its own gunicorn on the same corpus, and they
 take blocks of ten turns in turn, so that a drift of the machine's speed falls on both alike. The table
@@ -55,6 +64,7 @@ the latencies and ``cpu_ms_per_turn``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import random
@@ -78,6 +88,7 @@ from bench.harness.corpus import settle
 from bench.harness.machine import cpu_probe_seconds
 from bench.harness.server import CpuAccount, database_server_pid, served_process
 from bench.harness.stats import percentile
+from bench.harness.typescript_client import ClientUnavailable, RuntimeFailed, TypeScriptRuntime
 from bench.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
 from history.models import Conversation, Message, MessageDirection
 from memory.models import MemoryEntry
@@ -125,6 +136,12 @@ class Command(BaseCommand):
             "in alternate blocks of ten turns; report the client's p95 over raw HTTP's.",
         )
         parser.add_argument(
+            "--clients",
+            type=runtime_names,
+            help="Two or three of http, python and typescript, comma-separated: time the same turns through each "
+            "on one server, in rotating blocks of ten turns; report each p95 and each p95 over the first's.",
+        )
+        parser.add_argument(
             "--against",
             type=Path,
             help="Another checkout of Engram (same migrations) to compare with, free of the machine's drift: "
@@ -136,8 +153,8 @@ class Command(BaseCommand):
             raise CommandError("need --memories >= 1, --messages >= --memories and --turns >= 1")
         if options["per_conversation"] < 1:
             raise CommandError("need --per-conversation >= 1")
-        if options["against"] is not None and options["via_client"]:
-            raise CommandError("--against and --via-client compare different things; give one")
+        if sum(bool(options[name]) for name in ("against", "via_client", "clients")) > 1:
+            raise CommandError("--against, --via-client and --clients compare different things; give one")
         if options["against"] is not None and not (options["against"] / "config" / "wsgi.py").is_file():
             raise CommandError(f"--against {options['against']}: not a checkout of Engram (no config/wsgi.py)")
         spec = TurnSpec(revisions=options["memories"], agents=1, seed=options["seed"], messages=options["messages"])
@@ -155,8 +172,15 @@ class Command(BaseCommand):
         probe_before = cpu_probe_seconds()
         against: Batch | None = None
         via_client: Batch | None = None
+        compared: dict[str, Batch] = {}
         if options["via_client"]:
             batch, via_client = drive_via_client(agent, script, turns=options["turns"], warmup=options["warmup"])
+        elif options["clients"]:
+            batches = drive_runtimes(
+                agent, script, options["clients"], turns=options["turns"], warmup=options["warmup"]
+            )
+            compared = dict(zip(options["clients"], batches, strict=True))
+            batch = batches[0]
         elif options["against"] is not None:
             batch, against = drive_pair(
                 agent, script, turns=options["turns"], warmup=options["warmup"], other=options["against"].resolve()
@@ -204,6 +228,25 @@ class Command(BaseCommand):
                 f"{client['p50_ms']} ms, p95 {client['p95_ms']} ms; client p95 / raw HTTP p95 = {client['p95_ratio']}"
             )
             result["client"] = client
+        if compared:
+            first = options["clients"][0]
+            result["clients"] = {}
+            for name, runtime_batch in compared.items():
+                figures_of = {"turns": len(runtime_batch.timings), **turn_figures(runtime_batch.timings)}
+                figures_of["cpu_ms_per_turn"] = {
+                    "server": runtime_batch.server_cpu_ms,
+                    "database": runtime_batch.database_cpu_ms,
+                }
+                result["clients"][name] = figures_of
+            result["p95_ratios"] = {
+                name: round(result["clients"][name]["p95_ms"] / figures["p95_ms"], 3) for name in options["clients"][1:]
+            }
+            self.stdout.write(f"the table is {RUNTIMES[first]}'s; in rotating blocks of {COMPARISON_BLOCK} turns:")
+            for name, figures_of in result["clients"].items():
+                ratio = "" if name == first else f"; p95 / {first}'s = {result['p95_ratios'][name]}"
+                self.stdout.write(
+                    f"  {name:<11} turn p50 {figures_of['p50_ms']} ms, p95 {figures_of['p95_ms']} ms{ratio}"
+                )
         result["cpu_probe_s"] = probe
         self.stdout.write(json.dumps(result))
 
@@ -279,37 +322,76 @@ def drive_pair(agent: RuntimeAgent, script: Script, *, turns: int, warmup: int, 
 
 
 def drive_via_client(agent: RuntimeAgent, script: Script, *, turns: int, warmup: int) -> tuple[Batch, Batch]:
-    """Raw HTTP (:class:`Client`) and the Python client (:class:`ClientRuntime`) on one gunicorn, taking
-    blocks of :data:`COMPARISON_BLOCK` turns in turn (which goes first alternates), ``turns`` each after
-    ``warmup`` each: the same turns, the same server and the same drift of the machine's speed for both."""
+    """Raw HTTP (:class:`Client`) and the Python client (:class:`ClientRuntime`) on one gunicorn (see
+    :func:`drive_runtimes`)."""
+    raw, client = drive_runtimes(agent, script, ["http", "python"], turns=turns, warmup=warmup)
+    return raw, client
+
+
+#: The runtimes ``--clients`` may name, and what each is called in the report.
+RUNTIMES = {"http": "raw HTTP", "python": "the Python client", "typescript": "the TypeScript client"}
+
+
+def runtime_names(value: str) -> list[str]:
+    """``--clients``: two or three distinct names of :data:`RUNTIMES`, in the order given."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in RUNTIMES]
+    if unknown or len(names) < 2 or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give two or three distinct runtimes among {', '.join(RUNTIMES)}, comma-separated"
+        )
+    return names
+
+
+def open_runtime(name: str, base_url: str, secret: str) -> Client | ClientRuntime | TypeScriptClientRuntime:
+    if name == "python":
+        return ClientRuntime(base_url, secret)
+    if name == "typescript":
+        try:
+            return TypeScriptClientRuntime(base_url, secret)
+        except ClientUnavailable as missing:
+            raise CommandError(f"--clients typescript: {missing}") from missing
+    return Client(base_url, secret)
+
+
+def drive_runtimes(agent: RuntimeAgent, script: Script, names: list[str], *, turns: int, warmup: int) -> list[Batch]:
+    """The runtimes ``names`` (:data:`RUNTIMES`) on one gunicorn, taking blocks of :data:`COMPARISON_BLOCK`
+    turns in turn (which goes first rotates), ``turns`` each after ``warmup`` each: the same turns, the
+    same server and the same drift of the machine's speed for all. One batch per runtime, in order."""
     secret = api_key_create(agent=agent, label="bench_turn").secret
     database_pid = database_server_pid()
-    timings: tuple[list[dict[str, float]], list[dict[str, float]]] = ([], [])
-    server_s, database_s = [0.0, 0.0], [0.0, 0.0]
-    with tempfile.TemporaryDirectory(prefix="bench-turn-") as folder, served_process(Path(folder)) as served:
+    timings: list[list[dict[str, float]]] = [[] for _ in names]
+    server_s, database_s = [0.0] * len(names), [0.0] * len(names)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-turn-") as folder,
+        served_process(Path(folder)) as served,
+        ExitStack() as stack,
+    ):
         base_url, server_pid = served
-        raw, client = Client(base_url, secret), ClientRuntime(base_url, secret)
-        runtimes: tuple[Client | ClientRuntime, ...] = (raw, client)
-        try:
-            for runtime in runtimes:
-                for _ in range(warmup):
-                    script.turn(runtime)
-            for block in range(-(-turns // COMPARISON_BLOCK)):
-                for side in (0, 1) if block % 2 == 0 else (1, 0):
-                    count = min(COMPARISON_BLOCK, turns - block * COMPARISON_BLOCK)
-                    with CpuAccount(server_pid, database_pid) as cpu:
-                        timings[side].extend(script.turn(runtimes[side]) for _ in range(count))
-                    server_s[side] += cpu.server_s
-                    database_s[side] += cpu.database_s or 0.0
-        finally:
-            client.close()
+        runtimes = []
+        for name in names:
+            runtime = open_runtime(name, base_url, secret)
+            if not isinstance(runtime, Client):
+                stack.callback(runtime.close)
+            runtimes.append(runtime)
+        for runtime in runtimes:
+            for _ in range(warmup):
+                script.turn(runtime)
+        for block in range(-(-turns // COMPARISON_BLOCK)):
+            count = min(COMPARISON_BLOCK, turns - block * COMPARISON_BLOCK)
+            for offset in range(len(names)):
+                side = (block + offset) % len(names)
+                with CpuAccount(server_pid, database_pid) as cpu:
+                    timings[side].extend(script.turn(runtimes[side]) for _ in range(count))
+                server_s[side] += cpu.server_s
+                database_s[side] += cpu.database_s or 0.0
 
     def batch(side: int) -> Batch:
         count = len(timings[side])
         database_ms = round(database_s[side] * 1000 / count, 1) if database_pid else None
         return Batch(timings[side], round(server_s[side] * 1000 / count, 1), database_ms)
 
-    return batch(0), batch(1)
+    return [batch(side) for side in range(len(names))]
 
 
 def whole_turn(timing: dict[str, float]) -> float:
@@ -524,6 +606,49 @@ class ClientRuntime:
         return (delivered if delivered is WITHHELD else delivered.raw), ms
 
 
+class TypeScriptClientRuntime:
+    """The same steps through the TypeScript client (``engram-client``, clients/typescript) in one Node
+    process (:class:`bench.harness.typescript_client.TypeScriptRuntime`); each step's time is measured in
+    Node around the awaited client call. ``--clients …,typescript`` times it beside the others."""
+
+    def __init__(self, base_url: str, secret: str) -> None:
+        self.node = TypeScriptRuntime(base_url, secret, timeout=REQUEST_TIMEOUT)
+
+    def close(self) -> None:
+        self.node.close()
+
+    def _call(self, method: str, *args: Any) -> tuple[Any, float]:
+        try:
+            return self.node.call(method, *args)
+        except RuntimeFailed as error:
+            if error.code == "reply_withheld":
+                return WITHHELD, error.ms
+            raise CommandError(f"{method} through the TypeScript client failed: {error}") from error
+
+    def ingest(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        (ingested,), ms = self._call("ingest", [message])
+        return ingested, ms
+
+    def open_session(self, conversation_id: int, requester_id: int) -> int:
+        opened, _ = self._call("openSession", conversation_id, {"requester_actor_id": requester_id})
+        return int(opened["session_id"])
+
+    def start_turn(self, session_id: int, inbound_id: int, loaded: list[int]) -> tuple[int, float]:
+        turn, ms = self._call("startTurn", session_id, inbound_id, loaded)
+        return int(turn["turn_id"]), ms
+
+    def round(self, turn_id: int, calls: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
+        ran, ms = self._call("runRound", turn_id, calls)
+        return dict(ran), ms
+
+    def ledger(self, turn_id: int) -> float:
+        return self._call("ledger", turn_id)[1]
+
+    def reply(self, turn_id: int, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        delivered, ms = self._call("submitReply", turn_id, body["body"], body["cited_ids"])
+        return delivered, ms
+
+
 @dataclass(frozen=True)
 class Room:
     """A room of the corpus the agent converses in: its thread, its audience as the connector sends it,
@@ -618,7 +743,7 @@ class Script:
         terms = content_terms(self.rng.choice(self.bodies))
         return self.rng.sample(terms, min(len(terms), self.rng.randint(1, 3))) or ["update"]
 
-    def turn(self, client: Client | ClientRuntime) -> dict[str, float]:
+    def turn(self, client: Client | ClientRuntime | TypeScriptClientRuntime) -> dict[str, float]:
         """One whole turn in the next conversation; the wall time of each step in ms."""
         thread = self.thread()
         if not thread.turns:

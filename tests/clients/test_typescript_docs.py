@@ -14,14 +14,21 @@ import pytest
 from history.models import Turn
 from tests.clients.conftest import Workspace
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "typescript.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "typescript.md"
+README = ROOT / "README.md"
 
 
-def connect_snippet() -> str:
-    section = DOCS.read_text().split("## Connect an agent", 1)[1].split("\n## ", 1)[0]
+def connect_snippet(page: Path = DOCS) -> str:
+    section = page.read_text().split("## Connect an agent", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```ts\n(.*?)```", section, re.S)
     assert match, "the Connect an agent section has a TypeScript example"
     return match.group(1)
+
+
+def test_the_readme_shows_the_same_typescript_example() -> None:
+    """The README's TypeScript snippet is the page's, so running the page's runs the README's verbatim."""
+    assert connect_snippet(README) == connect_snippet(DOCS)
 
 
 def project_with_the_client(folder: Path, client: Path) -> None:

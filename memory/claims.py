@@ -99,15 +99,16 @@ def ledger_instruction(operations: Sequence[MemoryOperation]) -> str:
     for op in operations:
         revision = f"[{short_id(op.revision_id)}]" if op.revision_id else "(no revision)"
         if op.kind == Operation.REMEMBER:
-            lines.append(f"- remember: created entry {op.entry_id} at revision {op.revision_number} {revision}.")
+            # Memories are named by their m: id alone, as people meet them (never by row numbers).
+            lines.append(f"- remember: created memory {revision}.")
         elif op.kind == Operation.AMEND:
             subject = "its subject changed" if op.subject_changed else "same subject (not re-attributed)"
             lines.append(
-                f"- amend: entry {op.entry_id} is now at revision {op.revision_number} {revision}, "
-                f"replacing [{short_id(op.previous_revision_id or 0)}]; {subject}."
+                f"- amend: {revision} replaces [{short_id(op.previous_revision_id or 0)}] "
+                f"(revision {op.revision_number} of the same memory); {subject}."
             )
         elif op.kind == Operation.FORGET:
-            lines.append(f"- forget: entry {op.entry_id} retired from recall; its history is kept.")
+            lines.append(f"- forget: {revision} retired from recall; its history is kept.")
         elif op.kind == Operation.REQUEST_SHARING:
             lines.append(
                 f"- request_memory_sharing: asked to share {revision}; nothing is shared until the person confirms."

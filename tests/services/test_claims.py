@@ -50,7 +50,7 @@ def test_the_claim_guard_flags_exactly_the_unlicensed_mutation_claims(
 
 def test_the_ledger_instruction_names_each_operation_and_the_prohibitions_that_apply() -> None:
     text = ledger_instruction(ops("remember", "remember"))
-    assert text.count("- remember: created entry") == 2
+    assert text.count("- remember: created memory [m:") == 2
     assert "[m:0000000a]" in text and "[m:0000000b]" in text
     for prohibited in ("superseded", "re-attributed", "deleted or forgotten", "stored anonymously"):
         assert prohibited in text

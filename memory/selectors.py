@@ -593,7 +593,7 @@ def turn_explanation(user: Viewer, turn: Turn) -> TurnExplanation:
     item_ids = sorted(set().union(*visible.values())) if visible else []
     items = list(
         RecallTraceItem.objects.filter(pk__in=item_ids)
-        .select_related("revision__subject", "entry")
+        .select_related("revision__subject", "revision__entry")
         .order_by("trace_id", "position")
     )
     operations = turn_ledger(turn)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory.models import EntryStatus, MemoryEntry, MemoryOperation, Operation, Rejection
 from tests.ui.conftest import LISBON, TEA, World, assert_valid_html, remember
@@ -149,3 +151,30 @@ def test_the_messages_the_runtime_loaded_are_listed(world: World) -> None:
     assert loaded is not None
     assert [int(m) for m in re.findall(r'data-message-id="(\d+)"', loaded.group(1))] == window
     assert "Earlier, about tea." in loaded.group(1) and "And Lisbon." in loaded.group(1)
+
+
+def test_the_pages_query_count_does_not_grow_with_what_the_turn_wrote(world: World) -> None:
+    """Each card's facts are read for all cards at once: two memories or six, the same statements."""
+    runtime = world.runtime
+
+    def turn_writing(count: int) -> int:
+        turn = runtime.turn("dm-alice", "U200", f"Here are {count} things about me.")["turn_id"]
+        remember(
+            runtime,
+            turn,
+            *(
+                {"body": f"Fact {count}-{n} about Alice.", "belief_type": "user_model_attr", "subject": "speaker"}
+                for n in range(count)
+            ),
+        )
+        assert runtime.reply(turn, "Noted.").status_code == 201
+        return int(turn)
+
+    small, large = turn_writing(2), turn_writing(6)
+    client = world.client(world.alice)
+    counts = []
+    for turn in (small, large):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(f"/turns/{turn}/").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts

@@ -261,6 +261,7 @@ class MessageSourceEvidence(models.Model):
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "message source evidence"
         constraints = [
             models.CheckConstraint(condition=Q(method__in=EvidenceMethod.values), name="evidence_method_valid")
         ]

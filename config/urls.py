@@ -24,7 +24,7 @@ from memory.apis import (
     TurnCreateApi,
     TurnDetailApi,
 )
-from memory.apis.data import MemoryDetailApi, MemoryListApi
+from memory.apis.data import MemoryDetailApi, MemoryIdConverter, MemoryListApi
 from memory.apis.tools import ToolsApi, TurnToolsApi
 from pages.views import home, message_detail, my_data_export, rejection_create, turn_detail, turn_list
 
@@ -48,6 +48,8 @@ def api_root(request: Request) -> Response:
 
 # Every id in a path is a bigint row id: out of range, it matches no route and answers 404.
 register_converter(IdConverter, "id")
+# A memory, as people name it: ``m:`` and a revision's hex id, or the entry id.
+register_converter(MemoryIdConverter, "memory")
 
 public = {"authentication_classes": [], "permission_classes": [AllowAny]}
 
@@ -97,6 +99,6 @@ urlpatterns = [
 # --- data rights: the management API (an agent's own memories) and the person's own export ---------
 urlpatterns += [
     path("api/v1/memories", MemoryListApi.as_view(), name="memories-list"),
-    path("api/v1/memories/<id:entry_id>", MemoryDetailApi.as_view(), name="memories-detail"),
+    path("api/v1/memories/<memory:memory_id>", MemoryDetailApi.as_view(), name="memories-detail"),
     path("my-data/export.json", my_data_export, name="engram-my-data"),
 ]

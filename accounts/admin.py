@@ -17,13 +17,28 @@ from django.db.models import Model, QuerySet
 from django.db.models.fields.related import ForeignKey, ManyToManyField
 from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.defaultfilters import linebreaksbr
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString
 
 from accounts.models import Actor, ApiKey, Connector, IdentityLink, OperatorScope, RuntimeAgent, Tenant, UserActor
 from accounts.services import actor_rename, api_key_create, api_key_revoke
 from config.errors import ServiceError
 from config.replica import routed_read
+
+
+def isolated(text: object) -> SafeString:
+    """Text people or models wrote (a statement, a message body, a display name) in its own bidi
+    isolate: a right-to-left override inside it (U+202E) reverses only itself, never the ids, names and
+    columns the admin shows after it."""
+    return format_html("<bdi>{}</bdi>", text)
+
+
+def isolated_text(text: str) -> SafeString:
+    """A whole message or statement on its page: isolated, its line breaks kept."""
+    return format_html("<bdi>{}</bdi>", linebreaksbr(text))
 
 
 def operator_tenant_ids(request: HttpRequest) -> QuerySet[OperatorScope, int] | None:
@@ -361,11 +376,15 @@ class ConnectorAdmin(TenantScopedAdmin):
 @admin.register(Actor)
 class ActorAdmin(TenantScopedAdmin):
     tenant_path = "tenant"
-    list_display = ("display_name", "external_id", "connector", "is_agent", "tenant", "created_at")
+    list_display = ("name", "external_id", "connector", "is_agent", "tenant", "created_at")
     list_filter = (TenantFilter, "is_agent", "connector__type")
     list_select_related = ("tenant", "connector")
     search_fields = ("display_name", "=external_id")
     autocomplete_fields = ("tenant", "connector")
+
+    @admin.display(description="display name", ordering="display_name")
+    def name(self, obj: Actor) -> SafeString:
+        return isolated(obj.display_name)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Actor | None = None) -> tuple[str, ...]:
         # An actor's identity is (connector, external id); only the display name may change later.

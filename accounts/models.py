@@ -130,7 +130,10 @@ class Actor(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.label
+        # The admin's name for the actor (links, choices, titles): the display name, which anyone may
+        # choose, between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE, so that a right-to-left
+        # override in it cannot reverse the id after it. ``label`` is what models read.
+        return actor_label(f"\u2068{self.display_name}\u2069", self.external_id)
 
     @property
     def label(self) -> str:

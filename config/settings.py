@@ -221,7 +221,8 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "accounts.authentication.document_scopes",
     ],
-    # Row ids in paths (config.api.IdConverter): the bounds the converter enforces.
+    # Row ids in paths (config.api.IdConverter): the bounds the converter enforces. (A memory in a path,
+    # memory.apis.data.MemoryIdConverter, is documented by its view's parameter.)
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1}},
 }
 

@@ -24,7 +24,7 @@ from memory.apis import (
     TurnCreateApi,
     TurnDetailApi,
 )
-from memory.apis.data import MemoryDetailApi, MemoryListApi
+from memory.apis.data import MemoryDetailApi, MemoryIdConverter, MemoryListApi
 from memory.apis.tools import ToolsApi, TurnToolsApi
 from pages.about import about_you, about_you_reject, about_you_revoke
 from pages.views import (
@@ -57,6 +57,8 @@ def api_root(request: Request) -> Response:
 
 # Every id in a path is a bigint row id: out of range, it matches no route and answers 404.
 register_converter(IdConverter, "id")
+# A memory, as people name it: ``m:`` and a revision's hex id, or the entry id.
+register_converter(MemoryIdConverter, "memory")
 
 public = {"authentication_classes": [], "permission_classes": [AllowAny]}
 
@@ -109,7 +111,7 @@ urlpatterns = [
 # --- data rights: the management API (an agent's own memories) and the person's own export ---------
 urlpatterns += [
     path("api/v1/memories", MemoryListApi.as_view(), name="memories-list"),
-    path("api/v1/memories/<id:entry_id>", MemoryDetailApi.as_view(), name="memories-detail"),
+    path("api/v1/memories/<memory:memory_id>", MemoryDetailApi.as_view(), name="memories-detail"),
     path("my-data/export.json", my_data_export, name="engram-my-data"),
 ]
 

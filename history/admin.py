@@ -17,8 +17,17 @@ from django.db.models import BigIntegerField, BooleanField, F, Func, QuerySet, V
 from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
-from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, TenantScopedAdmin, operator_tenant_ids
+from accounts.admin import (
+    AgentFilter,
+    ReadOnlyAdmin,
+    ReadOnlyInline,
+    TenantScopedAdmin,
+    isolated,
+    isolated_text,
+    operator_tenant_ids,
+)
 from accounts.models import Actor, RuntimeAgent
 from history.audience import Audience, AudienceColumns
 from history.models import (
@@ -74,7 +83,7 @@ def audience_readers_html(obj: AudienceColumns) -> str:
     if not readers:
         return "—"
     actors = {a.pk: a.label for a in Actor.objects.filter(pk__in=readers)}
-    return format_html_join(", ", "{}", ((actors.get(pk, f"unknown actor {pk}"),) for pk in readers))
+    return format_html_join(", ", "<bdi>{}</bdi>", ((actors.get(pk, f"unknown actor {pk}"),) for pk in readers))
 
 
 def shorten(text: str, limit: int = 90) -> str:
@@ -135,7 +144,7 @@ class SourceEvidenceInline(ReadOnlyInline):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ("id", "excerpt", "actor", "conversation", "direction", "audience", "evidence_method", "created_at")
+    list_display = ("id", "excerpt", "sender", "conversation", "direction", "audience", "evidence_method", "created_at")
     list_filter = (AgentFilter, "direction", "audience_kind")
     list_select_related = ("actor", "conversation__connector", "evidence")
     search_fields = ("body",)
@@ -144,10 +153,10 @@ class MessageAdmin(ReadOnlyAdmin):
     fields = (
         "agent",
         "conversation",
-        "actor",
+        "sender",
         "direction",
         "external_id",
-        "body",
+        "text",
         "audience",
         "readers",
         "created_at",
@@ -157,7 +166,7 @@ class MessageAdmin(ReadOnlyAdmin):
         "cited_revision_ids",
         "lineage",
     )
-    readonly_fields = ("audience", "readers", "lineage")
+    readonly_fields = ("sender", "text", "audience", "readers", "lineage")
     inlines = (SourceEvidenceInline,)
 
     def get_search_results(
@@ -166,8 +175,16 @@ class MessageAdmin(ReadOnlyAdmin):
         return fulltext_search(request, queryset, search_term, "search_document"), False
 
     @admin.display(description="body")
-    def excerpt(self, obj: Message) -> str:
-        return shorten(obj.body)
+    def excerpt(self, obj: Message) -> SafeString:
+        return isolated(shorten(obj.body))
+
+    @admin.display(description="actor", ordering="actor")
+    def sender(self, obj: Message) -> SafeString | str:
+        return isolated(obj.actor.label) if obj.actor is not None else "—"
+
+    @admin.display(description="body")
+    def text(self, obj: Message) -> SafeString:
+        return isolated_text(obj.body)
 
     @admin.display(description="audience", ordering="audience_kind")
     def audience(self, obj: Message) -> str:

@@ -241,7 +241,8 @@ class Message(AudienceColumns):
         ]
 
     def __str__(self) -> str:
-        return f"{self.direction} #{self.pk}: {self.body[:60]}"
+        # The body isolated (FSI … PDI): a right-to-left override in it reverses nothing after it.
+        return f"{self.direction} #{self.pk}: \u2068{self.body[:60]}\u2069"
 
 
 class EvidenceMethod(models.TextChoices):
@@ -261,6 +262,7 @@ class MessageSourceEvidence(models.Model):
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "message source evidence"
         constraints = [
             models.CheckConstraint(condition=Q(method__in=EvidenceMethod.values), name="evidence_method_valid")
         ]

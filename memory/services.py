@@ -42,6 +42,7 @@ from memory.models import (
     Portability,
     RevisionConflict,
     RevisionOrigin,
+    short_id,
 )
 
 
@@ -241,7 +242,7 @@ def revision_amend(
     assert previous is not None  # a live entry always has one
     if previous.pk != expected_revision_id:
         raise Conflict(
-            f"memory m:{entry.pk} is at revision {previous.pk}, not {expected_revision_id}",
+            f"memory entry {entry.pk} is at revision {previous.short_id}, not {short_id(expected_revision_id)}",
             code="stale_revision",
             detail={"entry_id": entry.pk, "current_revision_id": previous.pk},
         )
@@ -311,7 +312,7 @@ def entry_forget(
     """
     entry = MemoryEntry.objects.select_for_update().filter(agent=agent, pk=entry_id).first()
     if entry is None:
-        raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
+        raise NotFound(f"memory entry {entry_id} not found", code="memory_not_found")
     if entry.status == EntryStatus.FORGOTTEN:
         return ForgetResult(entry=entry, changed=False)
     entry.status = EntryStatus.FORGOTTEN
@@ -340,9 +341,9 @@ def _lock_live_entry(agent: RuntimeAgent, entry_id: int) -> MemoryEntry:
     # the wait, where the revision that amend committed does not exist yet (a NULL, not a conflict).
     entry = MemoryEntry.objects.select_for_update().filter(agent=agent, pk=entry_id).first()
     if entry is None:
-        raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
+        raise NotFound(f"memory entry {entry_id} not found", code="memory_not_found")
     if entry.status == EntryStatus.FORGOTTEN:
-        raise Conflict(f"memory m:{entry_id} is forgotten", code="memory_forgotten")
+        raise Conflict(f"memory entry {entry_id} is forgotten", code="memory_forgotten")
     entry.current_revision = MemoryRevision.objects.get(pk=entry.current_revision_id or 0)
     return entry
 
@@ -600,7 +601,7 @@ def entry_review_clear(*, agent: RuntimeAgent, entry_id: int) -> ReviewClearResu
     """
     entry = MemoryEntry.objects.select_for_update().filter(agent=agent, pk=entry_id).first()
     if entry is None:
-        raise NotFound(f"memory m:{entry_id} not found", code="memory_not_found")
+        raise NotFound(f"memory entry {entry_id} not found", code="memory_not_found")
     if not entry.flagged_for_review:
         return ReviewClearResult(entry=entry, changed=False)
     entry.flagged_for_review = False

@@ -1,5 +1,6 @@
 """Memory entries: the inspector page, amend (revision N+1 through ``revision_amend``, the operator as
-provenance), forget and the review-flag queue.
+provenance), forget and the review-flag queue. A memory is shown and found by its ``m:`` id
+(``memory.admin.ids``).
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.utils.formats import date_format
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 
-from accounts.admin import AgentFilter, ReadOnlyAdmin
+from accounts.admin import AgentFilter, ReadOnlyAdmin, isolated
 from config.errors import Conflict, ServiceError
-from history.admin import FULLTEXT_HELP, audience_readers_html, audience_text, fulltext_search, shorten
+from history.admin import audience_readers_html, audience_text, shorten
 from memory.admin.amend import AmendForm
+from memory.admin.ids import MEMORY_SEARCH_HELP, entry_name_html, search_entries
 from memory.admin.inspector import entry_inspection
 from memory.models import EntryStatus, MemoryEntry, RevisionOrigin
 from memory.services import Provenance, entry_forget, entry_review_clear, revision_amend
@@ -26,17 +32,11 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
     """An entry and, below it, its whole history. Writes go through services only."""
 
     change_form_template = "admin/memory/memoryentry/change_form.html"
-    list_display = (
-        "id",
-        "statement",
-        "subject",
-        "belief_type",
-        "audience",
-        "status",
-        "flagged_for_review",
-        "agent",
-        "created_at",
-    )
+    # Narrow enough for a 1,280 px screen between the navigation and the filters (some 630 px): the
+    # statement wraps in a bounded column (engram_style.html) with its belief type and subject under it,
+    # dates are days; the source audience is on the entry's page and in the filters.
+    change_list_template = "admin/memory/memoryentry/change_list.html"
+    list_display = ("memory", "belief", "status", "flagged", "owner", "created")
     list_filter = (
         AgentFilter,
         "status",
@@ -47,9 +47,10 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("agent__tenant", "current_revision__subject")
     search_fields = ("current_revision__body",)
-    search_help_text = FULLTEXT_HELP
+    search_help_text = MEMORY_SEARCH_HELP
     show_full_result_count = False
     fields = (
+        "memory",
         "agent",
         "status",
         "statement",
@@ -64,7 +65,7 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
         "created_at",
         "forgotten_at",
     )
-    readonly_fields = ("statement", "subject", "belief_type", "audience", "readers")
+    readonly_fields = ("memory", "statement", "subject", "belief_type", "audience", "readers")
     actions = ("forget_entries", "clear_review_flags")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MemoryEntry]:
@@ -73,7 +74,7 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[MemoryEntry], search_term: str
     ) -> tuple[QuerySet[MemoryEntry], bool]:
-        return fulltext_search(request, queryset, search_term, "current_revision__search_document"), False
+        return search_entries(request, queryset, search_term)
 
     object_views = (("amend", "amend_view"), ("forget", "forget_view"), ("clear-flag", "clear_flag_view"))
 
@@ -90,16 +91,47 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
             "can_review": request.user.has_perm("memory.change_sharingrequest"),
         }
 
+    @admin.display(description="memory", ordering="current_revision")
+    def memory(self, obj: MemoryEntry) -> SafeString:
+        return entry_name_html(obj)
+
+    # A short header: the admin never wraps one, so a long one would set the column's width.
+    @admin.display(description="statement")
+    def belief(self, obj: MemoryEntry) -> SafeString | str:
+        revision = obj.current_revision
+        if revision is None:
+            return "—"
+        about = format_html(" · about {}", self.subject(obj)) if revision.subject is not None else ""
+        return format_html(
+            '{}<br><span class="engram-muted">{}{}</span>',
+            self.statement(obj),
+            revision.get_belief_type_display(),
+            about,
+        )
+
+    @admin.display(description="flagged", boolean=True, ordering="flagged_for_review")
+    def flagged(self, obj: MemoryEntry) -> bool:
+        return obj.flagged_for_review
+
+    @admin.display(description="agent", ordering="agent__name")
+    def owner(self, obj: MemoryEntry) -> str:
+        # Not the foreign key itself: the admin never wraps those, and this column may wrap.
+        return str(obj.agent)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: MemoryEntry) -> str:
+        return date_format(localtime(obj.created_at), "Y-m-d")
+
     @admin.display(description="statement (current revision)")
-    def statement(self, obj: MemoryEntry) -> str:
-        return shorten(obj.current_revision.body, 120) if obj.current_revision else "—"
+    def statement(self, obj: MemoryEntry) -> SafeString | str:
+        return isolated(shorten(obj.current_revision.body, 120)) if obj.current_revision else "—"
 
     @admin.display(description="subject")
-    def subject(self, obj: MemoryEntry) -> str:
+    def subject(self, obj: MemoryEntry) -> SafeString | str:
         revision = obj.current_revision
         if revision is None or revision.subject is None:
             return "—"
-        return revision.subject.label
+        return isolated(revision.subject.label)
 
     @admin.display(description="belief type", ordering="current_revision__belief_type")
     def belief_type(self, obj: MemoryEntry) -> str:
@@ -128,7 +160,7 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
             try:
                 result = entry_forget(agent=entry.agent, entry_id=entry.pk)
             except ServiceError as error:
-                self.message_user(request, f"m:{entry.pk}: {error.message}", messages.ERROR)
+                self.message_user(request, f"{entry.display_id}: {error.message}", messages.ERROR)
                 continue
             if result.changed:
                 forgotten += 1
@@ -147,8 +179,8 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
         def perform(entry: MemoryEntry) -> tuple[str, int]:
             result = entry_forget(agent=entry.agent, entry_id=entry.pk)
             if result.changed:
-                return f"Forgot m:{entry.pk}: it no longer appears in any recall.", messages.SUCCESS
-            return f"m:{entry.pk} was already forgotten.", messages.INFO
+                return f"Forgot {entry.display_id}: it no longer appears in any recall.", messages.SUCCESS
+            return f"{entry.display_id} was already forgotten.", messages.INFO
 
         return self.object_action(request, object_id, allowed=self.has_forget_permission, perform=perform)
 
@@ -156,8 +188,8 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
         def perform(entry: MemoryEntry) -> tuple[str, int]:
             result = entry_review_clear(agent=entry.agent, entry_id=entry.pk)
             if result.changed:
-                return f"Cleared the review flag of m:{entry.pk}.", messages.SUCCESS
-            return f"m:{entry.pk} was not flagged.", messages.INFO
+                return f"Cleared the review flag of {entry.display_id}.", messages.SUCCESS
+            return f"{entry.display_id} was not flagged.", messages.INFO
 
         return self.object_action(request, object_id, allowed=self.has_review_permission, perform=perform)
 
@@ -175,7 +207,7 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
             return self.missing_redirect(request, object_id)
         current = entry.current_revision
         if entry.status != EntryStatus.LIVE or current is None:
-            self.message_user(request, f"m:{entry.pk} is forgotten: it cannot be amended.", messages.ERROR)
+            self.message_user(request, f"{entry.display_id} is forgotten: it cannot be amended.", messages.ERROR)
             return HttpResponseRedirect(self.change_url(entry))
         form = AmendForm(
             request.POST if request.method == "POST" else None,
@@ -214,15 +246,15 @@ class MemoryEntryAdmin(ReadOnlyAdmin):
             else:
                 self.message_user(
                     request,
-                    f"Amended m:{entry.pk}: revision {result.revision.number} ({result.revision.short_id}) "
-                    "is now current.",
+                    f"Amended {entry.display_id}: revision {result.revision.number} ({result.revision.short_id}) "
+                    "is now current: the memory is now named by it.",
                     messages.SUCCESS,
                 )
                 return HttpResponseRedirect(self.change_url(entry))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": f"Amend memory m:{entry.pk}",
+            "title": f"Amend memory {entry.display_id}",
             "subtitle": None,
             "original": entry,
             "current": current,

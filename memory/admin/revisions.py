@@ -4,14 +4,18 @@ read-only pages.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, admin_change_url
-from history.admin import FULLTEXT_HELP, audience_readers_html, audience_text, fulltext_search, shorten
-from memory.models import DeletedRevision, MemoryEvidence, MemoryRevision, RevisionSearchDocument
+from accounts.admin import AgentFilter, ReadOnlyAdmin, ReadOnlyInline, admin_change_url, isolated, isolated_text
+from history.admin import audience_readers_html, audience_text, shorten
+from memory.admin.ids import MEMORY_SEARCH_HELP, search_revisions
+from memory.models import DeletedRevision, MemoryEntry, MemoryEvidence, MemoryRevision, RevisionSearchDocument
 
 
 class EvidenceInline(ReadOnlyInline):
@@ -31,12 +35,13 @@ class EvidenceInline(ReadOnlyInline):
 
 @admin.register(MemoryRevision)
 class MemoryRevisionAdmin(ReadOnlyAdmin):
+    change_list_template = "admin/memory/memoryrevision/change_list.html"
     list_display = (
-        "id",
-        "entry_id",
+        "revision",
+        "entry_link",
         "number",
         "excerpt",
-        "subject",
+        "about",
         "belief_type",
         "audience",
         "lifecycle",
@@ -46,19 +51,41 @@ class MemoryRevisionAdmin(ReadOnlyAdmin):
     list_filter = (AgentFilter, "belief_type", "lifecycle", "portability", "audience_kind", "created_by")
     list_select_related = ("subject",)
     search_fields = ("body",)
-    search_help_text = FULLTEXT_HELP
+    search_help_text = MEMORY_SEARCH_HELP
     show_full_result_count = False
-    readonly_fields = ("audience", "readers")
+    readonly_fields = ("revision", "statement", "audience", "readers")
     inlines = (EvidenceInline,)
+
+    def get_fields(self, request: HttpRequest, obj: MemoryRevision | None = None) -> list[Any]:
+        # Its m: id first: the id citations, recall and the API name this revision by; the body
+        # isolated in place of the raw field.
+        fields = [f for f in super().get_fields(request, obj) if f not in ("revision", "statement")]
+        return ["revision", *("statement" if f == "body" else f for f in fields)]
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[MemoryRevision], search_term: str
     ) -> tuple[QuerySet[MemoryRevision], bool]:
-        return fulltext_search(request, queryset, search_term, "search_document"), False
+        return search_revisions(request, queryset, search_term)
+
+    @admin.display(description="revision", ordering="id")
+    def revision(self, obj: MemoryRevision) -> str:
+        return obj.short_id
+
+    @admin.display(description="entry", ordering="entry_id")
+    def entry_link(self, obj: MemoryRevision) -> str:
+        return format_html('<a href="{}">{}</a>', admin_change_url(obj.entry_id, model=MemoryEntry), obj.entry_id)
 
     @admin.display(description="body")
-    def excerpt(self, obj: MemoryRevision) -> str:
-        return shorten(obj.body)
+    def statement(self, obj: MemoryRevision) -> SafeString:
+        return isolated_text(obj.body)
+
+    @admin.display(description="body")
+    def excerpt(self, obj: MemoryRevision) -> SafeString:
+        return isolated(shorten(obj.body))
+
+    @admin.display(description="subject", ordering="subject")
+    def about(self, obj: MemoryRevision) -> SafeString | str:
+        return isolated(obj.subject.label) if obj.subject is not None else "—"
 
     @admin.display(description="source audience", ordering="audience_kind")
     def audience(self, obj: MemoryRevision) -> str:
@@ -100,7 +127,7 @@ def revision_link(revision: MemoryRevision | None) -> str:
     if revision is None:
         return "—"
     return format_html(
-        '<a href="{}">{}</a> r{} {}',
+        '<a href="{}">{}</a> r{} <bdi>{}</bdi>',
         admin_change_url(revision),
         revision.short_id,
         revision.number,

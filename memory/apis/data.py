@@ -10,6 +10,10 @@ entry, change no usage statistics, and no turn's provenance can include them. Ea
 200 writes a ``ManagementReadEvent`` before responding (the key, the endpoint, the entry ids shown and
 the list's filters); a 404 read nothing and records nothing. Views are thin: validate the filters, call
 a selector, record the read, serialize.
+
+One memory is named in its path as people name it: ``m:0000002b``, the short id of any of its revisions
+(the current one or an older one a citation still shows), or its entry id as a decimal number
+(``parse_memory_name``; ``MemoryIdConverter``).
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,13 +33,68 @@ from accounts.authentication import IsAgent, ManageScope, request_agent, request
 from accounts.models import Actor
 from config.api import MAX_ID, ErrorSerializer, StrictCursorPagination, StrictQuerySerializer
 from memory.management_reads import management_read_record
-from memory.models import EntryStatus, ManagementEndpoint, MemoryEntry, MemoryRevision, Portability, short_id
+from memory.models import (
+    EntryStatus,
+    ManagementEndpoint,
+    MemoryEntry,
+    MemoryName,
+    MemoryRevision,
+    Portability,
+    parse_memory_name,
+    short_id,
+)
 from memory.selectors import MemoryFilters, RevisionHistory, memories_of_agent, memory_history
 
 #: 403 (``insufficient_scope``) is documented by accounts.authentication.document_scopes.
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 404: ErrorSerializer}
 #: The management reads need a key with the manage scope (a runtime key is refused).
 MANAGE = [IsAgent, ManageScope]
+
+
+#: A memory in a path: a revision's short id (``m:`` and up to 16 hex digits) or a decimal entry id.
+MEMORY_ID_PATTERN = "m:[0-9a-fA-F]{1,16}|[0-9]{1,19}"
+
+
+class MemoryIdConverter:
+    """``<memory:name>`` in a route: ``m:`` and up to 16 hex digits (a revision's short id) or a decimal
+    entry id, as a :class:`MemoryName`. A plain number is always the entry id here, whatever its width: a
+    revision is named with its ``m:``. An id past bigint (or 0) matches no route and answers 404 like a
+    missing memory (``PATH_CONVERTER_OVERRIDES`` in the settings publishes the pattern)."""
+
+    regex = MEMORY_ID_PATTERN
+
+    def to_python(self, value: str) -> MemoryName:
+        name = parse_memory_name(value, bare_short_id=False)
+        if name is None:
+            raise ValueError(f"not a memory id: {value}")
+        return name
+
+    def to_url(self, value: MemoryName | int | str) -> str:
+        if isinstance(value, MemoryName):
+            return short_id(value.id) if value.is_revision else str(value.id)
+        return str(value)
+
+
+MEMORY_ID = OpenApiParameter(
+    "memory_id",
+    str,
+    OpenApiParameter.PATH,
+    pattern=f"^({MEMORY_ID_PATTERN})$",
+    description="The memory as people and models name it: `m:0000002b`, the short id of any of its revisions "
+    "(the current one or an older one a citation shows), or its entry id (`42`). A plain number is the entry "
+    "id; a revision id always carries its `m:`.",
+)
+
+
+def _entry_id_of(agent_id: int, name: MemoryName) -> int:
+    """The agent's entry a path names. A revision id resolves to its entry only among the agent's own
+    revisions: another agent's id answers 404 exactly like one that does not exist."""
+    if not name.is_revision:
+        return name.id
+    entry_id = MemoryRevision.objects.filter(pk=name.id, agent_id=agent_id).values_list("entry_id", flat=True).first()
+    if entry_id is None:
+        raise NotFound("memory not found", code="not_found")
+    return entry_id
 
 
 class MemoryCursorPagination(StrictCursorPagination):
@@ -287,12 +347,14 @@ class MemoryDetailApi(APIView):
         summary="Read one memory with its history",
         description="One of the calling agent's memory entries with every revision, each with its evidence "
         "(message ids, never their text), sharing grants and rejections (kinds, never correction text). "
-        "Another agent's entry answers 404 like a missing one. Each read is audited (the key and the entry id).",
+        "The memory is named by the `m:` id of any of its revisions or by its entry id. Another agent's "
+        "memory answers 404 like a missing one. Each read is audited (the key and the entry id).",
+        parameters=[MEMORY_ID],
         responses={200: MemoryDetailOut, **ERRORS},
     )
-    def get(self, request: Request, entry_id: int) -> Response:
+    def get(self, request: Request, memory_id: MemoryName) -> Response:
         principal = request_principal(request)
-        history = memory_history(principal.agent.pk, entry_id)
+        history = memory_history(principal.agent.pk, _entry_id_of(principal.agent.pk, memory_id))
         entry = history.entry
         body = {
             **_entry(entry),

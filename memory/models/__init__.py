@@ -22,7 +22,7 @@ One module per aggregate, every model importable from here:
 - ``management``: the audit of the management API's reads.
 """
 
-from memory.models.base import choices_constraint, parse_short_id, short_id
+from memory.models.base import MemoryName, choices_constraint, parse_memory_name, parse_short_id, short_id
 from memory.models.embeddings import (
     INDEXED_DIMS,
     EmbeddingGeneration,
@@ -89,6 +89,7 @@ __all__ = [
     "ManagementReadEvent",
     "MemoryEntry",
     "MemoryEvidence",
+    "MemoryName",
     "MemoryOperation",
     "MemoryRevision",
     "MessageEmbedding",
@@ -112,6 +113,7 @@ __all__ = [
     "SharingState",
     "choices_constraint",
     "cosine_hnsw",
+    "parse_memory_name",
     "parse_short_id",
     "short_id",
     "typed_vector",

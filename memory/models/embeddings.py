@@ -134,5 +134,7 @@ class IndexOutbox(models.Model):
     last_error = models.TextField(blank=True, default="")
 
     class Meta:
+        verbose_name = "index outbox entry"
+        verbose_name_plural = "index outbox entries"
         constraints = [choices_constraint("outbox_target_valid", "target", OutboxTarget)]
         indexes = [models.Index(fields=["id"], condition=Q(processed_at__isnull=True), name="outbox_pending")]

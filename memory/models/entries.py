@@ -130,7 +130,16 @@ class MemoryEntry(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"m:{self.pk} ({self.status})"
+        return f"{self.display_id} ({self.status})"
+
+    @property
+    def display_id(self) -> str:
+        """How people name this memory: its current revision's short id (``m:0000002b``; an earlier
+        revision's id still finds the entry). Only an entry with no current revision is named by its
+        entry id."""
+        if self.current_revision_id is None:
+            return f"entry {self.pk}"
+        return short_id(self.current_revision_id)
 
 
 class MemoryRevision(AudienceColumns):
@@ -247,7 +256,8 @@ class MemoryRevision(AudienceColumns):
         return short_id(self.pk)
 
     def __str__(self) -> str:
-        return f"m:{self.entry_id} r{self.number}: {self.body[:60]}"
+        # The body isolated (FSI … PDI): a right-to-left override in it reverses nothing after it.
+        return f"{self.short_id} (r{self.number} of entry {self.entry_id}): \u2068{self.body[:60]}\u2069"
 
 
 class RevisionSearchDocument(models.Model):

@@ -106,4 +106,5 @@ class RecallMiss(models.Model):
     last_missed_at = models.DateTimeField()
 
     class Meta:
+        verbose_name_plural = "recall misses"
         constraints = [models.UniqueConstraint(fields=["agent", "subject"], name="recall_miss_unique_subject")]

@@ -161,7 +161,7 @@ def test_the_schema_names_each_operations_scope_and_documents_the_403(runtime: R
         (path, method): operation for path, item in schema["paths"].items() for method, operation in item.items()
     }
     assert operations[("/api/v1/memories", "get")]["x-required-scope"] == "manage"
-    assert operations[("/api/v1/memories/{entry_id}", "get")]["x-required-scope"] == "manage"
+    assert operations[("/api/v1/memories/{memory_id}", "get")]["x-required-scope"] == "manage"
     assert operations[("/api/v1/sessions/{session_id}/turns", "post")]["x-required-scope"] == "runtime"
     agent_operations = [
         op for (path, _), op in operations.items() if path.startswith("/api/v1/") and "/me/" not in path

@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 
 from accounts.models import ApiScope
 from memory.models import (
+    ManagementReadEvent,
     MemoryEntry,
     MemoryOperation,
     RecallTrace,
@@ -140,6 +141,40 @@ def test_one_memory_with_its_revision_history_evidence_grants_and_rejections(wor
     assert missing.json() == nonexistent.json()
     assert missing.json()["code"] == "not_found"
     assert provenance_rows() == before
+
+
+def test_a_memory_is_read_by_the_m_id_of_any_of_its_revisions_or_by_its_entry_id(world: World) -> None:
+    """``GET /api/v1/memories/m:…`` reads the entry owning that revision, an old revision's id (an old
+    citation) included, exactly as its entry id does; the read is audited with the entry id. Another
+    agent's ``m:`` id answers 404 exactly like one that does not exist, and reads nothing."""
+    runtime = world.runtime
+    launch = world.revisions["launch"]
+    turn = runtime.turn("general", "U100", "The atlas launch moved to March 10.")
+    amended = runtime.round(
+        turn["turn_id"], {"verb": "amend", "id": launch.short_id, "body": "The atlas launch is on March 10."}
+    ).json()["results"][0]["result"]
+    manager = runtime.manager()
+    audited = ManagementReadEvent.objects.count()
+
+    by_entry = manager.get(f"/api/v1/memories/{launch.entry_id}").json()
+    by_old = manager.get(f"/api/v1/memories/{launch.short_id}").json()
+    by_current = manager.get(f"/api/v1/memories/{amended['id']}").json()
+    assert by_entry["id"] == by_old["id"] == by_current["id"] == launch.entry_id
+    assert by_entry["current"] == by_old["current"] == by_current["current"] == amended["id"]
+    assert [r["id"] for r in by_old["revisions"]] == [launch.short_id, amended["id"]]
+    events = ManagementReadEvent.objects.order_by("pk")[audited:]
+    assert [e.entry_ids for e in events] == [[launch.entry_id]] * 3
+
+    stranger = runtime_for(AgentFactory.create(), ApiScope.MANAGE)
+    theirs = stranger.get(f"/api/v1/memories/{amended['id']}")
+    nonexistent = stranger.get("/api/v1/memories/m:7fffffffffffffff")
+    assert theirs.status_code == nonexistent.status_code == 404
+    assert theirs.json() == nonexistent.json()
+    for malformed in ("m:", "m:xyz", "m:8000000000000000", "0", "m:0000002a0000002a0"):
+        response = manager.get(f"/api/v1/memories/{malformed}")
+        assert response.status_code == 404, malformed
+        assert response.json()["code"] == "not_found", malformed
+    assert ManagementReadEvent.objects.count() == audited + 3
 
 
 def test_bad_filters_answer_400_with_a_code_and_no_key_answers_401(world: World) -> None:

@@ -28,6 +28,7 @@ the end of each request, as production does, so the cases cannot run inside the 
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -160,6 +161,7 @@ def seed_world() -> World:
             "request_id": list(SharingRequest.objects.order_by("pk").values_list("pk", flat=True)),
             "grant_id": list(SharingGrant.objects.order_by("pk").values_list("pk", flat=True)),
             "entry_id": list(MemoryEntry.objects.filter(agent=agent).order_by("pk").values_list("pk", flat=True)),
+            "memory_id": memories,
         },
     )
 
@@ -432,6 +434,14 @@ def integer_text_valid(text: str, schema: dict[str, Any]) -> bool:
     return text == str(number) and schema.get("minimum", number) <= number <= schema.get("maximum", number)
 
 
+def path_text_valid(text: str, schema: dict[str, Any]) -> bool:
+    """A path parameter is an integer id within its bounds or, where the schema says text (a memory's
+    ``m:`` id or entry id), text its pattern matches."""
+    if schema.get("type") == "string":
+        return re.search(schema.get("pattern", ""), text) is not None
+    return integer_text_valid(text, schema)
+
+
 @dataclass
 class Probe:
     """One request with one hostile value: where it went, and the status the schema demands (None: any
@@ -467,7 +477,7 @@ def probes(operation: APIOperation, raw: dict[str, Any], world: World, bodies: d
         schema = resolve(parameter["schema"], raw)
         for text in HOSTILE_TEXT:
             if parameter["in"] == "path":
-                expected = None if integer_text_valid(text, schema) else 404
+                expected = None if path_text_valid(text, schema) else 404
                 yield Probe(
                     f"path {parameter['name']}={text!r}", {**path_ids, parameter["name"]: text}, {}, base, expected
                 )

@@ -42,7 +42,8 @@ BODIES: dict[str, Any] = {
 }
 SKIPPED_PREFIXES = ("admin/",)
 METHODS = ("get", "post", "put", "patch", "delete")
-PARAM = re.compile(r"<(?:int|id):(\w+)>")
+#: Ids in a route: a row id, or a memory as people name it (``<memory:…>``, probed with its ``m:`` id).
+PARAM = re.compile(r"<(?:int|id|memory):(\w+)>")
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Endpoint:
             return [m for m in METHODS if hasattr(api, m)]
         return ["get", "post"]  # a function view: whatever it refuses answers 405, never 200
 
-    def path(self, ids: dict[str, int]) -> str:
+    def path(self, ids: dict[str, int | str]) -> str:
         return "/" + PARAM.sub(lambda m: str(ids[m.group(1)]), self.route)
 
 
@@ -94,7 +95,7 @@ def endpoints() -> Iterator[Endpoint]:
 @dataclass
 class World:
     victim: Runtime
-    ids: dict[str, int]
+    ids: dict[str, int | str]
     agent_probers: dict[str, tuple[APIClient, dict[str, Any]]]
     user_probers: dict[str, APIClient]
     victim_user: APIClient
@@ -141,6 +142,7 @@ def world(db: None) -> World:
         "grant_id": grant.pk,
         "item_id": item.pk,
         "entry_id": MemoryRevision.objects.get(pk=int(memory_id.removeprefix("m:"), 16)).entry_id,
+        "memory_id": memory_id,
         "message_id": Message.objects.filter(agent=victim.agent, conversation__external_thread_id="dm-alice")
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -206,6 +208,7 @@ def test_the_probes_changed_nothing_and_the_owner_still_sees_everything(world: W
     assert world.victim.get(f"/api/v1/turns/{world.ids['turn_id']}/ledger").status_code == 200
     assert world.victim.get(f"/api/v1/traces/{world.ids['trace_id']}").status_code == 200
     assert world.victim.manager().get(f"/api/v1/memories/{world.ids['entry_id']}").status_code == 200
+    assert world.victim.manager().get(f"/api/v1/memories/{world.ids['memory_id']}").status_code == 200
     assert world.victim_user.get(f"/turns/{world.ids['turn_id']}/").status_code == 200
 
 

@@ -186,11 +186,15 @@ def test_every_id_in_an_api_path_is_a_bounded_id() -> None:
     routes = api_routes_with_ids()
     assert len(routes) >= 10
     for name, route, method in routes:
-        assert "<int:" not in route and "<id:" in route, route
+        # A memory's path takes its m: id or its entry id, within the same bounds (MemoryIdConverter).
+        assert "<int:" not in route and ("<id:" in route or "<memory:" in route), route
         assert method == "get" or name in POST_BODIES, f"add a valid body for {name}"
 
 
-@pytest.mark.parametrize("value", ["99999999999999999999", str(2**63), str(INT64_MAX), "0", "-1", "00"])
+@pytest.mark.parametrize(
+    "value",
+    ["99999999999999999999", str(2**63), str(INT64_MAX), "0", "-1", "00", "m:8000000000000000", "m:7fffffffffffffff"],
+)
 def test_a_path_id_outside_bigint_or_unknown_answers_404_not_found(
     runtime: Runtime, alice_browser: APIClient, value: str
 ) -> None:
@@ -488,13 +492,19 @@ def test_every_integer_the_api_takes_is_bounded_in_the_schema(db: None) -> None:
 
 
 def test_path_ids_are_bounded_in_the_schema(db: None) -> None:
+    """Every id in a path is a bounded int64, except a memory's, which is text of a bounded form: its
+    ``m:`` id (at most 16 hex digits) or its entry id (at most 19 digits)."""
     schema = APIClient().get("/api/schema/?format=json").json()
-    ids = [
-        parameter["schema"]
-        for operations in schema["paths"].values()
+    ids = {
+        (path, parameter["name"]): parameter["schema"]
+        for path, operations in schema["paths"].items()
         for operation in operations.values()
         for parameter in operation.get("parameters", [])
         if parameter["in"] == "path"
-    ]
-    assert len(ids) >= 11
-    assert all(s == {"type": "integer", "format": "int64", "minimum": 1, "maximum": INT64_MAX} for s in ids), ids
+    }
+    memory = ids.pop(("/api/v1/memories/{memory_id}", "memory_id"))
+    assert memory == {"type": "string", "pattern": "^(m:[0-9a-fA-F]{1,16}|[0-9]{1,19})$"}
+    assert len(ids) >= 10
+    assert all(s == {"type": "integer", "format": "int64", "minimum": 1, "maximum": INT64_MAX} for s in ids.values()), (
+        ids
+    )

@@ -489,4 +489,4 @@ def test_a_bystanders_report_is_in_the_admins_flag_queue_with_what_was_asked(tea
         correction="Off Fridays.",
     )
     page = operator.get(f"/admin/memory/memoryentry/{team.revision.entry_id}/change/").content.decode()
-    assert "applied: r2" in page and "correction by Sam (id U1SAM)" in page
+    assert "applied: r2" in page and "correction by <bdi>Sam (id U1SAM)</bdi>" in page

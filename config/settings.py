@@ -215,6 +215,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "AudienceKindEnum": "history.audience.AudienceKind",
+        # remember's belief_type and recall's type_hints: one enum, one name.
+        "BeliefTypeEnum": "memory.models.BeliefType",
     },
     # Each agent operation names the API key scope it requires and documents the 403 without it.
     "POSTPROCESSING_HOOKS": [

@@ -337,6 +337,7 @@ class ErasureRun:
                             rendered_sha256=REDACTED_SHA256,
                             corrections=[],
                             query_text=None,
+                            query_hints=None,
                             arms=None,
                             candidate_ids=None,
                             dropped_ids=None,

@@ -71,7 +71,14 @@ def trace_operator_fields_expire(*, now: datetime | None = None, retention_days:
     days = settings.ENGRAM_TRACE_OPERATOR_RETENTION_DAYS if retention_days is None else retention_days
     return RecallTrace.objects.filter(
         created_at__lt=now - timedelta(days=days), operator_fields_cleared_at__isnull=True
-    ).update(query_text=None, arms=None, candidate_ids=None, dropped_ids=None, operator_fields_cleared_at=now)
+    ).update(
+        query_text=None,
+        query_hints=None,
+        arms=None,
+        candidate_ids=None,
+        dropped_ids=None,
+        operator_fields_cleared_at=now,
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from rest_framework import serializers
 
 from history.models import Turn
-from memory.apis.verbs import VERBS, VerbIn
+from memory.apis.verbs import VERBS, ParticipantRefField, VerbIn
 from memory.models import PERSON_BELIEF_TYPES
 from memory.turns import MAX_CALLS_PER_ROUND, MAX_ROUNDS, TOOLS, tools_offered
 
@@ -58,8 +58,12 @@ DESCRIPTIONS: dict[str, str] = {
         "before asking the user to repeat personal context (where they live, what they prefer, who they "
         "work with): a fact missing from the memory block in your prompt is not thereby unknown. Name the "
         "fact you need (e.g. 'home location'), even when the question is about another topic. An empty "
-        "query lists the most relevant recent memories. as_of: when a fact applied; known_at: what had "
-        "been recorded by then. " + IDS + " " + ROUNDS
+        "query lists the most relevant recent memories. subjects: whom the memories are about (as for "
+        "remember's subject); memories about them rank higher, and nothing else is left out. type_hints: "
+        "only these belief types. as_of: when a fact applied; known_at: what had been recorded by then. "
+        + IDS
+        + " "
+        + ROUNDS
     ),
     "amend": (
         "Correct an existing memory by its id (from recall or the memory block): writes a new revision "
@@ -123,6 +127,16 @@ def field_schema(field: serializers.Field[Any, Any, Any, Any]) -> dict[str, Any]
         schema = {"type": "string", "pattern": NO_NUL if field.allow_blank else NOT_BLANK}
         if field.max_length is not None:
             schema["maxLength"] = field.max_length
+    elif isinstance(field, ParticipantRefField):
+        # Text names a participant by "speaker" or external_id, an integer by actor_id; each keyword
+        # applies to its own type only.
+        schema = {
+            "type": ["string", "integer"],
+            "pattern": NOT_BLANK,
+            "maxLength": field.max_length,
+            "minimum": field.min_value,
+            "maximum": field.max_value,
+        }
     elif isinstance(field, serializers.ListField):
         schema = {"type": "array", "items": field_schema(field.child)}
         if field.min_length is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import PolymorphicProxySerializer
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from config.api import MAX_ID, StrictSerializer
@@ -49,6 +49,51 @@ def subject_actor_id_field() -> serializers.IntegerField:
         max_value=MAX_ID,
         help_text="Whom the belief is about, as a participant's actor_id (instead of subject).",
     )
+
+
+#: At most this many people one recall may name as whom the wanted memories are about.
+MAX_RECALL_SUBJECTS = 10
+#: The longest subject reference (as for remember's ``subject``).
+MAX_SUBJECT_REFERENCE = 200
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "minLength": 1, "maxLength": MAX_SUBJECT_REFERENCE},
+            {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+        ]
+    }
+)
+class ParticipantRefField(serializers.Field[Any, str | int, Any, Any]):
+    """One person named the way remember names its subject: text is ``"speaker"`` or a participant's
+    external_id (even one made of digits), an integer is a participant's actor_id. The round resolves
+    it among the turn's participants."""
+
+    default_error_messages = {
+        "invalid": "must be \"speaker\", a participant's external_id (text) or a participant's actor_id (integer)",
+    }
+    #: The bounds of each form: the text's length, the actor id's range.
+    max_length = MAX_SUBJECT_REFERENCE
+    min_value = 1
+    max_value = MAX_ID
+
+    def to_internal_value(self, data: Any) -> str | int:
+        if isinstance(data, float) and data.is_integer():
+            data = int(data)
+        if isinstance(data, int) and not isinstance(data, bool):
+            if not self.min_value <= data <= self.max_value:
+                self.fail("invalid")
+            return data
+        if not isinstance(data, str):
+            self.fail("invalid")
+        text = data.strip()
+        if not text or len(text) > self.max_length or "\x00" in text:
+            self.fail("invalid")
+        return text
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 def one_subject(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +142,20 @@ class RecallIn(VerbIn):
     known_at = serializers.DateTimeField(required=False)
     max_tokens = serializers.IntegerField(min_value=MIN_ALLOWANCE, max_value=MAX_ALLOWANCE, required=False)
     max_items = serializers.IntegerField(min_value=1, max_value=40, default=12)
+    subjects = serializers.ListField(
+        child=ParticipantRefField(),
+        required=False,
+        max_length=MAX_RECALL_SUBJECTS,
+        help_text='Whom the memories you need are about, each named as for remember\'s subject: "speaker", a '
+        "participant's external_id, or a participant's actor_id (an integer). Memories about them rank higher; "
+        "no other memory ranks lower or is left out for it.",
+    )
+    type_hints = serializers.ListField(
+        child=serializers.ChoiceField(choices=BeliefType.choices),
+        required=False,
+        max_length=len(BeliefType.choices),
+        help_text="Only memories of these belief types are returned. Empty or absent: every type.",
+    )
 
 
 class AmendIn(VerbIn):

@@ -33,8 +33,8 @@ class RecallTrace(AudienceColumns):
     """What one recall considered and returned, recorded in the render pass (never reconstructed).
 
     ``audience_*`` is the ceiling the recall ran under. ``rendered_sha256`` covers exactly the bytes
-    returned. The operator-only fields (query text, arms, candidate and dropped ids) are nulled by
-    the retention task; the user-safe fields live as long as the session.
+    returned. The operator-only fields (query text and hints, arms, candidate and dropped ids) are
+    nulled by the retention task; the user-safe fields live as long as the session.
     """
 
     agent = models.ForeignKey(RuntimeAgent, on_delete=models.PROTECT, related_name="+")
@@ -59,6 +59,12 @@ class RecallTrace(AudienceColumns):
     withheld_unknown_count = models.PositiveIntegerField(default=0)
     degradation = models.CharField(max_length=64, blank=True, default="")
     query_text = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL once retention clears it
+    query_hints = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The recall's own subjects (actor ids, ranked higher) and type hints (the only belief types "
+        "returned), as {subject_ids, type_hints}.",
+    )
     arms = models.JSONField(null=True, blank=True)
     candidate_ids = models.JSONField(null=True, blank=True)
     dropped_ids = models.JSONField(null=True, blank=True)

@@ -49,6 +49,32 @@ TYPE_ANCHOR = 0.25
 
 
 @dataclass(frozen=True)
+class TypedRevisions(EligibleRevisions):
+    """The eligible set narrowed to some belief types (the recall verb's ``type_hints``).
+
+    Not an eligibility rule: a filter over the whole eligible subquery, so it can only remove rows.
+    Every reader of a recall (the arms, the providers, hydration, the withheld count) reads this in
+    place of the eligible set, so the arms' caps are spent on the hinted types alone.
+    """
+
+    belief_types: tuple[str, ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "el_belief_types": list(self.belief_types)}
+
+    def sql(self) -> str:
+        return self._narrowed(super().sql())
+
+    def withheld_unknown_sql(self) -> str:
+        return self._narrowed(super().withheld_unknown_sql())
+
+    def _narrowed(self, eligible: str) -> str:
+        if not self.belief_types:
+            return eligible
+        return f"SELECT * FROM ({eligible}) typed WHERE typed.belief_type = ANY(%(el_belief_types)s::text[])"
+
+
+@dataclass(frozen=True)
 class ArmsResult:
     hits: list[ArmHit]
     #: Every hit, hydrated through the eligible set in the same statement.

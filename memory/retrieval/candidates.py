@@ -22,6 +22,7 @@ from memory.retrieval.eligibility import EligibleRevisions
 FEATURE_NAMES = (
     "match",
     "subject",
+    "asked_subject",
     "conversation",
     "salience",
     "confidence",

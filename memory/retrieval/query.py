@@ -7,6 +7,11 @@ actors, never invented) and the session's project, it builds one :class:`RecallQ
 Self-knowledge questions ("which car do I drive?", "how do I like my coffee?") anchor the structured
 arm to the asked belief types; a possessive "my ..." anchors the requester's ownership statements.
 Advice ("which car should I buy?") and generic how-to questions ("how do I deploy this?") do not.
+
+A caller (the ``recall`` verb) may add what the message cannot say: ``subjects``, people the
+memories it wants are about (evidence in ranking, never an eligibility rule; a memory about someone
+else loses nothing), and ``type_hints``, the belief types it wants (a narrowing of the eligible set,
+never a widening).
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ TYPE_PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 ROUTINE = re.compile(r"\b(usually|normally|typically|every|routine|always)\b")
 POSSESSIVE = re.compile(r"\bmy\s+([a-z][a-z0-9'-]*)")
+#: Policy suffixes of a recall given ``subjects`` (the asked-subject feature) and ``type_hints``.
+SUBJECTS_POLICY_TAG = "+subjects@1"
+TYPE_HINTS_POLICY_TAG = "+type-hints@1"
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,12 @@ class RecallQuery:
     match_text: str = ""
     #: The question is in the first person: it is about the requester too, whoever else it names.
     first_person: bool = False
+    #: People the caller said the wanted memories are about (the recall verb's ``subjects``): a memory
+    #: about one of them ranks higher; nobody else's memories lose anything, and none becomes eligible.
+    asked_subject_ids: tuple[int, ...] = ()
+    #: The only belief types to return (the recall verb's ``type_hints``), () for every type: a filter
+    #: over the eligible set, applied after every eligibility rule.
+    belief_types: tuple[str, ...] = ()
 
     @property
     def arm_text(self) -> str:
@@ -168,8 +182,13 @@ def form_query(
     known_actors: Sequence[Actor] = (),
     as_of: datetime | None = None,
     known_at: datetime | None = None,
+    asked_subject_ids: Sequence[int] = (),
+    belief_types: Sequence[str] = (),
 ) -> RecallQuery:
-    """Build the recall query for one turn. Deterministic: the same inputs give the same query."""
+    """Build the recall query for one turn. Deterministic: the same inputs give the same query.
+
+    ``asked_subject_ids`` and ``belief_types`` are the caller's (the recall verb's resolved
+    ``subjects`` and ``type_hints``); each adds its policy tag, so a trace says how it was ranked."""
     text = message.strip()
     if not content_terms(text) and recent_texts:
         # "Can you redo that?" carries no signal; the recent turns carry the task.
@@ -178,6 +197,13 @@ def form_query(
     subjects = tuple(dict.fromkeys([*([requester_id] if requester_id is not None else []), *named]))
     anchor_types = self_knowledge_types(message)
     owned = asks_about_own_resource(message)
+    asked = tuple(dict.fromkeys(asked_subject_ids))
+    types = tuple(sorted({str(t) for t in belief_types}))
+    tags = (
+        *(("+owned-resources@1",) if owned else ()),
+        *((SUBJECTS_POLICY_TAG,) if asked else ()),
+        *((TYPE_HINTS_POLICY_TAG,) if types else ()),
+    )
     return RecallQuery(
         text=text,
         subject_ids=subjects,
@@ -186,7 +212,9 @@ def form_query(
         owned_resources=owned,
         as_of=as_of,
         known_at=known_at,
-        policy_tags=("+owned-resources@1",) if owned else (),
+        policy_tags=tags,
         match_text=without_names(text, known_actors, named),
         first_person=bool(FIRST_PERSON.search(text.lower())),
+        asked_subject_ids=asked,
+        belief_types=types,
     )

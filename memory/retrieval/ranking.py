@@ -39,6 +39,8 @@ STANDING_ARMS = ("always_on", "delta")
 class Weights:
     match: float
     subject: float
+    #: A memory about one of the people the recall was asked about (``RecallQuery.asked_subject_ids``).
+    asked_subject: float
     conversation: float
     salience: float
     confidence: float
@@ -55,6 +57,7 @@ PROFILES: dict[str, Weights] = {
     "task": Weights(
         match=0.50,
         subject=0.10,
+        asked_subject=0.10,
         conversation=0.05,
         salience=0.05,
         confidence=0.10,
@@ -69,6 +72,7 @@ PROFILES: dict[str, Weights] = {
     "core": Weights(
         match=0.0,
         subject=0.25,
+        asked_subject=0.0,
         conversation=0.05,
         salience=0.20,
         confidence=0.18,
@@ -83,6 +87,7 @@ PROFILES: dict[str, Weights] = {
 
 #: The penalty's place among the features: it subtracts, and every feature before it adds.
 PENALTY = FEATURE_NAMES.index("penalty")
+ASKED_SUBJECT = FEATURE_NAMES.index("asked_subject")
 #: Each profile's weights of the adding features, in ``FEATURE_NAMES`` order (the floor is a threshold),
 #: computed once: scoring runs for every candidate.
 FEATURE_WEIGHTS: dict[str, tuple[float, ...]] = {
@@ -130,6 +135,7 @@ class Scorer:
         self.feature_weights = FEATURE_WEIGHTS[profile]
         self.requester = query.subject_ids[0] if query.subject_ids else None
         self.named_subject_ids = query.named_subject_ids
+        self.asked_subject_ids = frozenset(query.asked_subject_ids)
         self.has_query = not query.empty
         self.project = project
         self.now = now
@@ -158,6 +164,8 @@ class Scorer:
             subject = 0.8
         else:
             subject = 0.0
+        # Evidence only: a memory about someone not asked for scores exactly what it would unasked.
+        asked_subject = 1.0 if subject_id is not None and subject_id in self.asked_subject_ids else 0.0
         conversation = 1.0 if candidate.in_conversation or "conversation" in candidate.arms else 0.0
         salience = candidate.salience
         confidence = candidate.confidence * LIFECYCLE_WEIGHT.get(candidate.lifecycle, 1.0)
@@ -168,7 +176,10 @@ class Scorer:
         scope = CARRIED_AFFINITY.get(candidate.portability, 0.3) if carried else 1.0
         utility = 1.0 / (1.0 + math.exp(-candidate.utility))
         penalty = min(1.0, (0.5 if candidate.flagged_for_review else 0.0) + (0.5 if candidate.near_duplicate else 0.0))
-        features = (match, subject, conversation, salience, confidence, reinforce, authority, scope, utility, penalty)
+        features = (
+            *(match, subject, asked_subject, conversation, salience, confidence),
+            *(reinforce, authority, scope, utility, penalty),
+        )
         total = 0.0
         for weight, value in zip(self.feature_weights, features[:PENALTY], strict=True):
             total += weight * value
@@ -182,12 +193,18 @@ class Scorer:
 
 def passes_relevance(candidate: Candidate, *, query: RecallQuery, profile: str) -> bool:
     """Non-empty task queries need lexical/semantic relevance (or an anchor); standing items are exempt.
-    Below the profile's floor an item is dropped even if budget is left."""
+    Below the profile's floor an item is dropped even if budget is left.
+
+    The floor is judged without the asked-subject feature: the subjects a recall names reorder what
+    is relevant, they never make an item relevant (a recall with subjects returns what it would
+    without, when the budget allows)."""
     if any(arm in candidate.arms for arm in STANDING_ARMS):
         return True
     if profile == "task" and not query.empty and round(candidate.match, 4) <= 0.0:
         return False
-    return candidate.score >= PROFILES[profile].floor
+    weights = PROFILES[profile]
+    asked = weights.asked_subject * candidate.features[ASKED_SUBJECT] if candidate.features else 0.0
+    return round(candidate.score - asked, 6) >= weights.floor
 
 
 def explain(candidate: Candidate) -> str:
@@ -198,6 +215,8 @@ def explain(candidate: Candidate) -> str:
         parts.append("about the requester")
     elif features["subject"] > 0:
         parts.append("about someone named")
+    if features["asked_subject"]:
+        parts.append("about a subject asked for")
     if features["conversation"]:
         parts.append("from this conversation")
     if candidate.carried:

@@ -22,7 +22,7 @@ from history.models import Session, Turn
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
-from memory.retrieval.arms import ARM_CAP, CandidateProvider, sql_arms
+from memory.retrieval.arms import ARM_CAP, CandidateProvider, TypedRevisions, sql_arms
 from memory.retrieval.candidates import Candidate
 from memory.retrieval.collapse import (
     REFILL_MATCH_RATIO,
@@ -137,13 +137,16 @@ def recall(
     if providers is None:
         providers, unavailable = recall_providers()
     now = timezone.now()
-    eligible = EligibleRevisions(
+    # The query's type hints narrow the eligible set; its asked subjects never enter eligibility
+    # (``named_subject_ids`` admits another project's local memories; asking about someone does not).
+    eligible: EligibleRevisions = TypedRevisions(
         perspective,
         as_of=query.as_of,
         known_at=query.known_at,
         include_provisional=query.include_provisional,
         named_subject_ids=query.named_subject_ids,
         now=now,
+        belief_types=query.belief_types,
     )
     outcome = run_providers(
         []
@@ -216,6 +219,7 @@ def recall(
         profile=profile,
         policy=policy,
         query_text=query.text,
+        query_hints={"subject_ids": list(query.asked_subject_ids), "type_hints": list(query.belief_types)},
         as_of=as_of,
         historical=historical,
         rendered=rendered,

@@ -2,9 +2,10 @@
 
 A turn starts by listing the conversation's participants (actor id, external id, display name,
 connector, and which one is speaking), so that the model can say whom a belief is about. A subject
-the model names in ``remember`` or ``amend`` is resolved here, among those participants and the
-authors of the messages in front of the turn (its loaded history and search results), and nowhere
-else: an actor id outside them is refused (``subject_not_participant``), whatever the model claims.
+the model names in ``remember`` or ``amend`` (or among ``recall``'s ``subjects``) is resolved here,
+among those participants and the authors of the messages in front of the turn (its loaded history
+and search results), and nowhere else: an actor id outside them is refused
+(``subject_not_participant``), whatever the model claims.
 
 Participants are the conversation's people: its readers (a members or external audience names
 them), the people the message being answered names (an agent's actor whose display name or external
@@ -16,7 +17,7 @@ Display names reach the model only through
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,9 +186,30 @@ def resolve_subject(turn: Turn, *, reference: str | None, actor_id: int | None) 
         return None
     if reference == SPEAKER:
         return turn.requester_id
-    people = nameable_subjects(turn)
-    if actor_id is not None:
-        match = [p for p in people if p.actor_id == actor_id]
+    return _resolve(actor_id if actor_id is not None else reference or "", nameable_subjects(turn))
+
+
+def resolve_subjects(turn: Turn, references: Sequence[str | int]) -> tuple[int, ...]:
+    """The actors a ``recall`` call names as its ``subjects``, each resolved as :func:`resolve_subject`
+    resolves one (text: ``"speaker"`` or an external id; an integer: an actor id), in order, once each.
+    One reference that names nobody in the turn refuses them all (``subject_not_participant``)."""
+    people: list[Participant] | None = None
+    resolved: list[int] = []
+    for reference in references:
+        if reference == SPEAKER:
+            if turn.requester_id is not None:
+                resolved.append(turn.requester_id)
+            continue
+        if people is None:
+            people = nameable_subjects(turn)
+        resolved.append(_resolve(reference, people))
+    return tuple(dict.fromkeys(resolved))
+
+
+def _resolve(reference: str | int, people: Sequence[Participant]) -> int:
+    """The one participant ``reference`` names: an actor id (an integer) or an external id (text)."""
+    if isinstance(reference, int):
+        match = [p for p in people if p.actor_id == reference]
     else:
         match = [p for p in people if p.external_id == reference]
     if len(match) != 1:
@@ -208,5 +230,6 @@ __all__ = [
     "conversation_participants",
     "nameable_subjects",
     "resolve_subject",
+    "resolve_subjects",
     "turn_participants",
 ]

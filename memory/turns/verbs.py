@@ -21,7 +21,7 @@ from memory.retrieval.safety import model_project
 from memory.retrieval.service import RecallResult, recall, task_budget
 from memory.services import KEEP, Belief, Provenance, entry_forget, memory_remember, revision_amend
 from memory.sharing import sharing_request_create
-from memory.turns.participants import resolve_subject
+from memory.turns.participants import resolve_subject, resolve_subjects
 from memory.turns.sessions import recalled_revision_ids
 
 
@@ -173,12 +173,17 @@ def _request_sharing(context: RoundContext, args: dict[str, Any]) -> CallResult:
 
 def _recall(context: RoundContext, args: dict[str, Any]) -> CallResult:
     turn, perspective = context.turn, context.perspective
+    # Resolved like remember's subject, among the turn's participants only: naming someone else is
+    # refused, never searched for.
+    asked = resolve_subjects(turn, args.get("subjects", ()))
     query = form_query(
         message=args["query"],
         requester_id=turn.requester_id,
         known_actors=actors_named_in(turn.agent_id, args["query"]),
         as_of=args.get("as_of"),
         known_at=args.get("known_at"),
+        asked_subject_ids=asked,
+        belief_types=args.get("type_hints", ()),
     )
     result = recall(
         perspective=perspective,

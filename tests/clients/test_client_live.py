@@ -13,6 +13,7 @@ from engram_client import (
     NotFoundError,
     Participant,
     ProtocolError,
+    RecallCall,
     RecallItem,
     Remember,
     ReplyWithheld,
@@ -63,6 +64,35 @@ def test_a_whole_turn_through_the_helper_remembers_cites_and_delivers(workspace:
     assert reply.state == "delivered" and reply.cited == [memory_id]
     assert Message.objects.get(pk=reply.message_id).body.startswith("Noted")
     assert Turn.objects.get(pk=turn.turn_id).state == "delivered"
+
+
+def test_recall_passes_subjects_and_type_hints_through(workspace: Workspace, engram: Engram) -> None:
+    """A typed recall call with subjects (a reference and an actor id) and type hints: only the hinted
+    type comes back, ranked as about the subject asked for; a stranger is refused with the API's code."""
+    session_id, inbound = _dm_turn_start(workspace, engram, "I live in Porto; the Porto office opens at eight.")
+    with engram.turn(session_id, inbound) as turn:
+        alice = turn.speaker
+        assert alice is not None
+        wrote = turn.round(
+            [
+                {"verb": "remember", "body": "Lives in Porto.", "belief_type": "user_model_attr", "subject": "speaker"},
+                {"verb": "remember", "body": "The Porto office opens at eight.", "belief_type": "project_fact"},
+            ]
+        )
+        porto = wrote.results[0].result["id"]
+        call: RecallCall = {
+            "verb": "recall",
+            "query": "Porto",
+            "subjects": ["speaker", alice.actor_id],
+            "type_hints": ["user_model_attr"],
+        }
+        items = turn.round([{**call}]).results[0].result["items"]
+        assert porto in [i["id"] for i in items] and {i["belief_type"] for i in items} == {"user_model_attr"}
+        assert next(i for i in items if i["id"] == porto)["components"]["asked_subject"] == 1.0
+        refused = turn.round([{"verb": "recall", "query": "Porto", "subjects": ["U999"]}]).results[0]
+        assert (refused.status, refused.code) == ("error", "subject_not_participant")
+        turn.ledger()
+        turn.reply("Noted.")
 
 
 def test_the_helper_refuses_a_reply_before_the_ledger_is_read(workspace: Workspace, engram: Engram) -> None:

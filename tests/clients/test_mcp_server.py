@@ -95,10 +95,11 @@ def test_the_tools_are_the_apis_verbs_with_its_schemas_and_a_turn_pair(workspace
     for name in VERBS:
         assert tools[name].input_schema == api[name]["input_schema"]
         assert not {"agent", "audience", "perspective"} & set(tools[name].input_schema["properties"])
-        # The API's own description; remember and amend also say where begin_turn lists whom to name.
+        # The API's own description; remember, recall and amend also say where begin_turn lists whom to name.
         assert tools[name].description == api[name]["description"] + (SUBJECT_NOTE if name in SUBJECT_VERBS else "")
     assert {"subject", "subject_actor_id", "source_message_ids"} <= set(tools["remember"].input_schema["properties"])
     assert {"subject", "subject_actor_id"} <= set(tools["amend"].input_schema["properties"])
+    assert {"subjects", "type_hints"} <= set(tools["recall"].input_schema["properties"])
     assert "participants" in (tools["begin_turn"].description or "")
 
 
@@ -296,7 +297,8 @@ def test_begin_turn_lists_the_participants_and_every_personal_memory_names_its_s
             ok(await mcp.call_tool("begin_turn", {"message_id": alice_again.message_id}))
             stranger = await mcp.call_tool("remember", {**standups, "subject": "U999"})
             unseen = await mcp.call_tool("remember", {**manager, "source_message_ids": [alice_again.message_id + 1000]})
-            recalled = ok(await mcp.call_tool("recall", {"query": "platform team"}))
+            about_victor = {"query": "platform team", "subjects": ["U1"], "type_hints": ["user_model_attr"]}
+            recalled = ok(await mcp.call_tool("recall", about_victor))
             ok(await mcp.call_tool("reply", {"text": "Victor manages it."}))
             return {
                 "stranger": error_code(stranger),
@@ -315,7 +317,10 @@ def test_begin_turn_lists_the_participants_and_every_personal_memory_names_its_s
     }
     evidence = MemoryEvidence.objects.filter(revision__body="Manages the platform team.", kind="source_message")
     assert list(evidence.values_list("message_id", flat=True)) == [victor_said.message_id]
+    # Recall passed its subjects and type hints through: only the user-model fact, ranked as about Victor.
+    assert {i["belief_type"] for i in outcome["items"]} == {"user_model_attr"}
     (item,) = [i for i in outcome["items"] if i["statement"] == "Manages the platform team."]
+    assert item["components"]["asked_subject"] == 1.0
     assert [s["actor_id"] for s in item["sources"]] == [victor_said.actor_id] and item["source"] == item["sources"][0]
 
 

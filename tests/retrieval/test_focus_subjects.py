@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from accounts.models import Actor
 from memory.models import MemoryRevision
-from memory.retrieval.candidates import Candidate
+from memory.retrieval.candidates import FEATURE_NAMES, Candidate
 from memory.retrieval.collapse import collapse
 from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
 from memory.retrieval.providers import ArmHit
@@ -26,7 +26,7 @@ def kept(items: list[Candidate], **options: object) -> list[int]:
 
 def with_matches(items: list[Candidate], *matches: float) -> list[Candidate]:
     for item, match in zip(items, matches, strict=True):
-        item.features = (match, *(0.0,) * 9)
+        item.features = (match, *(0.0,) * (len(FEATURE_NAMES) - 1))
     return items
 
 

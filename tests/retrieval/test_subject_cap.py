@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.retrieval.candidates import Candidate
+from memory.retrieval.candidates import FEATURE_NAMES, Candidate
 from memory.retrieval.collapse import collapse
 from tests.retrieval.conftest import Workspace, revision_ids
 from tests.retrieval.test_near_duplicates import candidate
@@ -23,7 +23,7 @@ def ranked(*subjects: int | None) -> list[Candidate]:
     for n, subject in enumerate(subjects, start=1):
         item = candidate(n, f"statement number {n} about {subject}", subject_id=subject)
         item.score = 1.0 - n / 100
-        item.features = (1.0 - n / 1000, *(0.0,) * 9)
+        item.features = (1.0 - n / 1000, *(0.0,) * (len(FEATURE_NAMES) - 1))
         items.append(item)
     return items
 
@@ -65,7 +65,7 @@ def test_a_weak_match_is_not_refilled() -> None:
     """The refill adds only items that match nearly as well as the best one (``REFILL_MATCH_RATIO``):
     the rest were almost never relevant, and would only dilute the block."""
     items = ranked(ALICE, ALICE, ALICE, ALICE)
-    items[3].features = (0.5, *(0.0,) * 9)
+    items[3].features = (0.5, *(0.0,) * (len(FEATURE_NAMES) - 1))
     assert kept(items, asked_subjects=[ALICE], room=10) == [1, 2, 3]
 
 

@@ -36,9 +36,11 @@ from engram_client.errors import (
 from engram_client.tools import tool_calls_to_verb_calls, tool_messages
 from engram_client.turn import AsyncTurnSession, TurnSession
 from engram_client.types import (
+    BELIEF_TYPES,
     SPEAKER,
     ActorLabel,
     Amend,
+    BeliefType,
     CallResult,
     Consent,
     Ingested,
@@ -47,6 +49,7 @@ from engram_client.types import (
     Operation,
     Participant,
     Recall,
+    RecallCall,
     RecallItem,
     Remember,
     Reply,
@@ -62,12 +65,14 @@ from engram_client.types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BELIEF_TYPES",
     "SPEAKER",
     "ActorLabel",
     "Amend",
     "AsyncEngram",
     "AsyncTurnSession",
     "AuthenticationError",
+    "BeliefType",
     "CallResult",
     "ClaimGuardFailed",
     "ConcurrentUpdate",
@@ -85,6 +90,7 @@ __all__ = [
     "ProtocolError",
     "RateLimitedError",
     "Recall",
+    "RecallCall",
     "RecallItem",
     "Remember",
     "Reply",

@@ -66,13 +66,13 @@ INSTRUCTIONS = (
     '"speaker" for the person whose message you are answering, or another participant\'s external id '
     "from begin_turn. Facts about the project, not about anyone, may stay without a subject."
 )
-#: Added to the API's own descriptions of the verbs that take a subject: where the model finds whom
+#: Added to the API's own descriptions of the verbs that name people: where the model finds whom
 #: it may name (begin_turn is this server's, so the API's text cannot say it).
 SUBJECT_NOTE = (
-    " The people you may name as subject are the participants begin_turn listed: "
+    " The people you may name (subject, or recall's subjects) are the participants begin_turn listed: "
     '"speaker" for the one whose message you are answering, or another participant\'s external id.'
 )
-SUBJECT_VERBS = ("remember", "amend")
+SUBJECT_VERBS = ("remember", "recall", "amend")
 
 
 @dataclass(frozen=True)

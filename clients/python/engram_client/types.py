@@ -18,6 +18,34 @@ PERSON_BELIEF_TYPES = frozenset({"preference", "user_model_attr", "relationship"
 SPEAKER = "speaker"
 #: The most message ids one ``remember`` may name as its sources.
 MAX_SOURCE_MESSAGES = 20
+#: A memory's belief type, as ``remember`` takes it and ``recall``'s ``type_hints`` name it.
+BeliefType = Literal[
+    "preference",
+    "user_model_attr",
+    "relationship",
+    "project_fact",
+    "decision",
+    "instruction",
+    "skill",
+    "resource",
+    "status",
+    "event",
+]
+#: Every belief type, in the API's order.
+BELIEF_TYPES: tuple[BeliefType, ...] = (
+    "preference",
+    "user_model_attr",
+    "relationship",
+    "project_fact",
+    "decision",
+    "instruction",
+    "skill",
+    "resource",
+    "status",
+    "event",
+)
+#: The most people one ``recall`` may name in ``subjects``.
+MAX_RECALL_SUBJECTS = 10
 
 
 class Remember(TypedDict, total=False):
@@ -59,6 +87,25 @@ class Amend(TypedDict, total=False):
     always_on: bool
     valid_from: str
     valid_to: str
+
+
+class RecallCall(TypedDict, total=False):
+    """The arguments of a ``recall`` call, for type checkers (a plain dict works the same).
+
+    ``subjects``: whom the memories wanted are about, each named as :class:`Remember` names its
+    subject: ``"speaker"``, a participant's ``external_id`` (text) or a participant's actor id (an
+    int); at most 10. Memories about them rank higher; no other memory ranks lower or is left out.
+    Anyone not in the turn is refused (``subject_not_participant``). ``type_hints``: only memories
+    of these belief types are returned (empty: every type)."""
+
+    verb: Literal["recall"]
+    query: str
+    subjects: list[str | int]
+    type_hints: list[BeliefType]
+    as_of: str
+    known_at: str
+    max_tokens: int
+    max_items: int
 
 
 class Connector(TypedDict):

@@ -22,6 +22,23 @@ export const PERSON_BELIEF_TYPES: ReadonlySet<string> = new Set(["preference", "
 export const SPEAKER = "speaker";
 /** The most message ids one `remember` may name as its sources. */
 export const MAX_SOURCE_MESSAGES = 20;
+/** Every belief type, in the API's order: what `remember` takes and `recall`'s `type_hints` name. */
+export const BELIEF_TYPES = [
+  "preference",
+  "user_model_attr",
+  "relationship",
+  "project_fact",
+  "decision",
+  "instruction",
+  "skill",
+  "resource",
+  "status",
+  "event",
+] as const;
+/** A memory's belief type. */
+export type BeliefType = (typeof BELIEF_TYPES)[number];
+/** The most people one `recall` may name in `subjects`. */
+export const MAX_RECALL_SUBJECTS = 10;
 
 /**
  * The arguments of a `remember` call. `subject`: `"speaker"` or a participant's `external_id` (or
@@ -59,6 +76,24 @@ export interface Amend {
   always_on?: boolean;
   valid_from?: string;
   valid_to?: string;
+}
+
+/**
+ * The arguments of a `recall` call. `subjects`: whom the memories wanted are about, each named as
+ * `Remember` names its subject: `"speaker"`, a participant's `external_id` (a string) or a
+ * participant's actor id (a number); at most 10. Memories about them rank higher; no other memory
+ * ranks lower or is left out. Anyone not in the turn is refused (`subject_not_participant`).
+ * `type_hints`: only memories of these belief types are returned (empty: every type).
+ */
+export interface RecallCall {
+  verb: "recall";
+  query: string;
+  subjects?: Array<string | number>;
+  type_hints?: BeliefType[];
+  as_of?: string;
+  known_at?: string;
+  max_tokens?: number;
+  max_items?: number;
 }
 
 export interface Connector {

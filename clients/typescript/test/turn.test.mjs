@@ -86,6 +86,35 @@ test("a whole turn: ingest, session, turn, remember, recall, ledger, a delivered
   assert.equal((await engram.getTurn(turnId)).state, "delivered");
 });
 
+test("recall passes subjects and type hints through: only the hinted types, ranked as about the subject", async () => {
+  const [engram, session, inbound] = await dmTurnStart("I live in Porto; the Porto office opens at eight.");
+  await engram.turn(session, inbound.message_id, async (turn) => {
+    const wrote = await turn.round([
+      { verb: "remember", body: "Lives in Porto.", belief_type: "user_model_attr", subject: "speaker" },
+      { verb: "remember", body: "The Porto office opens at eight.", belief_type: "project_fact" },
+    ]);
+    assert.ok(wrote.results.every((r) => r.ok), JSON.stringify(wrote.results));
+    const [porto] = wrote.results.map((r) => r.result.id);
+    /** @type {import("../dist/index.js").RecallCall} */
+    const call = {
+      verb: "recall",
+      query: "Porto",
+      subjects: ["speaker", inbound.actor_id],
+      type_hints: ["user_model_attr"],
+    };
+    const recalled = await turn.round([call]);
+    const items = recalled.results[0].result.items;
+    assert.ok(items.some((i) => i.id === porto), JSON.stringify(items));
+    assert.ok(items.every((i) => i.belief_type === "user_model_attr"));
+    assert.equal(items.find((i) => i.id === porto).components.asked_subject, 1);
+    const refused = await turn.round([{ verb: "recall", query: "Porto", subjects: ["U999"] }]);
+    assert.equal(refused.results[0].status, "error");
+    assert.equal(refused.results[0].code, "subject_not_participant");
+    await turn.ledger();
+    return turn.reply("Noted.");
+  });
+});
+
 test("the helper refuses a reply before the ledger is read, and sends nothing", async () => {
   const [engram, session, inbound] = await dmTurnStart("Remember I like tea.");
   await engram.turn(session, inbound.message_id, async (turn) => {

@@ -50,6 +50,7 @@ def trace_report(trace_id: str, tenant_slug: str) -> dict[str, Any]:
         "as_of": trace.as_of.isoformat(),
         "historical": trace.historical,
         "query_text": trace.query_text,
+        "query_hints": trace.query_hints,
         "destination_audience": trace.audience.as_dict(),
         "arms": trace.arms,
         "candidate_ids": trace.candidate_ids,

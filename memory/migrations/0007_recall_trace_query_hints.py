@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0005_revision_source_actors_and_consents'),
+        ('memory', '0006_admin_plural_names'),
     ]
 
     operations = [

@@ -540,22 +540,38 @@ def written_within_ceilings(user: Viewer, turn: Turn, revision_ids: Iterable[int
     two ceilings as a traced belief, decided in SQL with the eligibility module's disclosure
     fragment: disclosable to the turn's own destination and to a direct conversation with one of the
     viewer's actors on the agent, each in the turn's conversation."""
+    turn_destination = (turn.audience, linked_readers_for(turn.agent_id, turn.audience))
+    return _disclosed_revisions(
+        user, turn.agent_id, revision_ids, conversation_id=turn.session.conversation_id, also=turn_destination
+    )
+
+
+def _disclosed_revisions(
+    user: Viewer,
+    agent_id: int,
+    revision_ids: Iterable[int],
+    *,
+    conversation_id: int | None,
+    also: tuple[Audience, Iterable[int]] | None = None,
+) -> set[int]:
+    """Ids among ``revision_ids`` (of one agent) disclosable, in ``conversation_id``, to the viewer's own
+    ceiling (a direct conversation with one of their actors there) and, when given, to ``also`` (a
+    turn's own destination and its identity links): the eligibility module's disclosure fragment,
+    audience or live grant, decided in SQL. Unknown provenance reaches nobody."""
     ids = sorted(set(revision_ids))
-    destinations = _viewer_destinations(user, turn.agent_id)
+    destinations = _viewer_destinations(user, agent_id)
     if not ids or not destinations:
         return set()
-    conversation_id = turn.session.conversation_id
-    params: dict[str, Any] = {
-        "el_agent": turn.agent_id,
-        "ids": ids,
-        **_destination_params("rc", turn.audience, linked_readers_for(turn.agent_id, turn.audience), conversation_id),
-    }
+    params: dict[str, Any] = {"el_agent": agent_id, "ids": ids}
     viewer_terms = []
     for n, (audience, linked) in enumerate(destinations):
         viewer_terms.append(_disclosure(f"v{n}"))
         params.update(_destination_params(f"v{n}", audience, linked, conversation_id))
-    turn_ceiling = _disclosure("rc")
     viewer_ceiling = " OR ".join(viewer_terms)
+    turn_ceiling = "TRUE"
+    if also is not None:
+        params.update(_destination_params("rc", also[0], also[1], conversation_id))
+        turn_ceiling = _disclosure("rc")
     sql = (
         "SELECT r.id FROM memory_memoryrevision r WHERE r.id = ANY(%(ids)s) AND r.agent_id = %(el_agent)s"
         f" AND {turn_ceiling} AND ({viewer_ceiling})"
@@ -953,24 +969,9 @@ def revisions_within_viewer_ceiling(user: Viewer, agent_id: int, revision_ids: I
     """Ids among ``revision_ids`` (of one agent) disclosable to this viewer's own ceiling: a direct
     conversation with one of their actors there, as on the turn page, decided in SQL with the
     eligibility module's disclosure fragment (audience or live grant; unknown reaches nobody)."""
-    ids = sorted(set(revision_ids))
-    destinations = _viewer_destinations(user, agent_id)
-    if not ids or not destinations:
-        return set()
-    params: dict[str, Any] = {"el_agent": agent_id, "ids": ids}
-    terms = []
-    for n, (audience, linked) in enumerate(destinations):
-        terms.append(_disclosure(f"v{n}"))
-        # No conversation: a grant admits its revision only in the conversation it was approved for,
-        # and this ceiling is the viewer's own DM audience, not a conversation, so grants add nothing.
-        params.update(_destination_params(f"v{n}", audience, linked, None))
-    sql = (
-        "SELECT r.id FROM memory_memoryrevision r WHERE r.id = ANY(%(ids)s) AND r.agent_id = %(el_agent)s"
-        f" AND ({' OR '.join(terms)})"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}
+    # No conversation: a grant admits its revision only in the conversation it was approved for, and
+    # this ceiling is the viewer's own DM audience, not a conversation, so grants add nothing.
+    return _disclosed_revisions(user, agent_id, revision_ids, conversation_id=None)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -25,6 +24,7 @@ from memory.known import MAX_QUERY_LENGTH, known_correction_target, known_memori
 from memory.models import RejectionKind, short_id
 from memory.rejections import MAX_CORRECTION_LENGTH, rejection_record, rejection_summary
 from memory.sharing import grant_revoke
+from pages.views import signed_in
 
 
 class KnownSearchForm(forms.Form):
@@ -37,19 +37,13 @@ class KnownRejectionForm(forms.Form):
     correction = forms.CharField(required=False, max_length=MAX_CORRECTION_LENGTH, strip=True)
 
 
-def _user(request: HttpRequest) -> AbstractBaseUser:
-    user = request.user
-    assert isinstance(user, AbstractBaseUser)  # every view here is behind login_required
-    return user
-
-
 @require_GET
 @login_required
 @routed_read
 def about_you(request: HttpRequest) -> HttpResponse:
     search = KnownSearchForm(request.GET)
     query = search.cleaned_data["q"] if search.is_valid() else ""
-    known = known_memories(_user(request), query=query, page=request.GET.get("page"))
+    known = known_memories(signed_in(request), query=query, page=request.GET.get("page"))
     return render(request, "pages/about.html", {"known": known, "search": search})
 
 
@@ -57,7 +51,7 @@ def about_you(request: HttpRequest) -> HttpResponse:
 @login_required
 def about_you_reject(request: HttpRequest, revision_id: int) -> HttpResponse:
     """Correct (or, from a bystander, report) one memory listed on the person's page."""
-    user = _user(request)
+    user = signed_in(request)
     try:
         target = known_correction_target(user, revision_id)
     except NotFound as missing:
@@ -86,7 +80,7 @@ def about_you_revoke(request: HttpRequest, grant_id: int) -> HttpResponse:
     """Withdraw a sharing grant the person consented to. One they did not consent to (or none at all)
     changes nothing and says so, the same words either way."""
     try:
-        grant = grant_revoke(grant_id=grant_id, user=_user(request))
+        grant = grant_revoke(grant_id=grant_id, user=signed_in(request))
     except NotFound:
         messages.error(request, "Nothing was changed: you can withdraw only a sharing you agreed to yourself.")
     else:

@@ -52,7 +52,8 @@ class RejectionForm(forms.Form):
     correction = forms.CharField(required=False, max_length=MAX_CORRECTION_LENGTH, strip=True)
 
 
-def _user(request: HttpRequest) -> AbstractBaseUser:
+def signed_in(request: HttpRequest) -> AbstractBaseUser:
+    """The signed-in person of a page view behind ``login_required``."""
     user = request.user
     assert isinstance(user, AbstractBaseUser)  # every view here is behind login_required
     return user
@@ -62,7 +63,7 @@ def _user(request: HttpRequest) -> AbstractBaseUser:
 @login_required
 @routed_read
 def turn_list(request: HttpRequest) -> HttpResponse:
-    page = Paginator(turns_for_viewer(_user(request)), TURNS_PER_PAGE).get_page(request.GET.get("page"))
+    page = Paginator(turns_for_viewer(signed_in(request)), TURNS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "pages/turn_list.html", {"page": page})
 
 
@@ -70,7 +71,7 @@ def turn_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @routed_read
 def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
-    user = _user(request)
+    user = signed_in(request)
     turn = _turn(user, turn_id)
     return render(request, "pages/turn_detail.html", {"explanation": turn_explanation(user, turn)})
 
@@ -80,7 +81,7 @@ def turn_detail(request: HttpRequest, turn_id: int) -> HttpResponse:
 def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpResponse:
     """Apply one rejection kind to one recalled item of this turn's page (or, from a bystander, file it
     for review), then show the page again (POST, redirect, GET) with what committed, or why nothing did."""
-    user = _user(request)
+    user = signed_in(request)
     turn = _turn(user, turn_id)
     if not RecallTraceItem.objects.filter(pk=item_id, trace__in=turn_traces(turn)).exists():
         raise Http404("item not found")
@@ -91,7 +92,7 @@ def rejection_create(request: HttpRequest, turn_id: int, item_id: int) -> HttpRe
 @login_required
 def written_rejection_create(request: HttpRequest, turn_id: int, revision_id: int) -> HttpResponse:
     """The same for a memory this turn wrote (its ledger names it), which no recall showed."""
-    user = _user(request)
+    user = signed_in(request)
     turn = _turn(user, turn_id)
     try:
         target = written_correction_target(user, turn, revision_id)
@@ -122,7 +123,7 @@ def _reject(
         return HttpResponseRedirect(target_url)
     try:
         rejection = rejection_record(
-            user=_user(request),
+            user=signed_in(request),
             trace_item_id=trace_item_id,
             target=target,
             kind=form.cleaned_data["kind"],
@@ -142,7 +143,7 @@ def _reject(
 @routed_read
 def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
     try:
-        message = message_for_viewer(_user(request), message_id)
+        message = message_for_viewer(signed_in(request), message_id)
     except NotFound as missing:
         raise Http404(missing.message) from missing
     return render(request, "pages/message_detail.html", {"message": message})
@@ -152,7 +153,7 @@ def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
 @login_required
 def my_data_export(request: HttpRequest) -> HttpResponse:
     """The logged-in person's own data as a JSON download, within their view ceiling (memory.export)."""
-    document = person_export_for_viewer(_user(request))
+    document = person_export_for_viewer(signed_in(request))
     response = JsonResponse(document, json_dumps_params={"indent": 2, "ensure_ascii": False})
     response["Content-Disposition"] = 'attachment; filename="engram-my-data.json"'
     response["Cache-Control"] = "no-store"

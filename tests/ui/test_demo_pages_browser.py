@@ -71,3 +71,27 @@ def test_sam_corrects_the_memory_written_in_his_turn_from_that_turns_page(page: 
         f"since changed: [{entry.current_revision.short_id}]"
         in page.locator(f'li[data-memory-id="{short}"]').inner_text()
     )
+
+
+def test_sam_corrects_the_same_memory_on_his_about_you_page(page: Any, live_server: Any) -> None:
+    call_command("load_demo", stdout=StringIO())
+    (written,) = MemoryOperation.objects.filter(kind=Operation.REMEMBER, turn__isnull=False).select_related("revision")
+    assert written.revision is not None
+    short = written.revision.short_id
+    log_in(page, live_server.url, "sam")
+    page.locator("header").get_by_role("link", name="What the agent knows about you").click()
+    page.wait_for_url(f"{live_server.url}/about-you/")
+
+    card = page.locator(f'li[data-memory-id="{short}"]')
+    assert card.locator(".statement").inner_text() == written.revision.body
+    # It names the turn that wrote it and cited it, which Sam may open.
+    assert card.locator(f'.used-turns li[data-turn-id="{written.turn_id}"] .badge.used').count() == 1
+    card.locator("details.reject > summary").click()
+    card.locator("textarea").fill(CORRECTION)
+    with page.expect_navigation():
+        card.get_by_role("button", name="Save the correction").click()
+    assert page.locator(".flash").first.inner_text().startswith(f"Corrected [{short}]")
+    entry = MemoryEntry.objects.select_related("current_revision").get(pk=written.entry_id)
+    assert entry.current_revision is not None and entry.current_revision.body == CORRECTION
+    corrected = page.locator(f'li[data-memory-id="{entry.current_revision.short_id}"]')
+    assert corrected.locator(".statement").inner_text() == CORRECTION

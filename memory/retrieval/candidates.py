@@ -8,7 +8,7 @@ provider returned that eligibility does not admit simply does not come back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -75,6 +75,8 @@ class Candidate:
     blocked: str = ""
     conflicts: list[int] = field(default_factory=list)
     near_duplicate: bool = False
+    #: Shown for its conflict partner's sake: no arm proposed it, or it fell below the relevance floor.
+    paired: bool = False
 
     @property
     def match(self) -> float:
@@ -160,3 +162,17 @@ def hydrate(eligible: EligibleRevisions, revision_ids: Iterable[int]) -> dict[in
         read = candidate_reader([c.name for c in cursor.description or ()])
         candidates = [read(row) for row in cursor.fetchall()]
     return {c.revision_id: c for c in candidates}
+
+
+def conflict_partners(
+    eligible: EligibleRevisions, candidates: Iterable[Candidate], known: Collection[int]
+) -> dict[int, Candidate]:
+    """The unresolved conflict partners of ``candidates`` that are not among ``known``, hydrated.
+
+    A partner is read like every candidate, through the eligible set (:func:`hydrate`): one this
+    perspective may not see does not come back, so it can neither be shown nor named.
+    """
+    wanted = sorted({p for c in candidates for p in c.conflicts if p not in known})
+    if not wanted:
+        return {}
+    return hydrate(eligible, wanted)

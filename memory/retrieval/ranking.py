@@ -211,6 +211,8 @@ def explain(candidate: Candidate) -> str:
     """The one-line reason shown with a scored item: its arms and ranks, then the features that moved it."""
     features = candidate.components
     parts = [f"{arm} #{rank}" for arm, rank in sorted(candidate.arms.items(), key=lambda kv: (kv[1], kv[0]))]
+    if candidate.paired:
+        parts.append("beside the belief it conflicts with")
     if features["subject"] >= 1.0:
         parts.append("about the requester")
     elif features["subject"] > 0:

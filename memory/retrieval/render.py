@@ -1,11 +1,14 @@
 """Packing and rendering: deterministic, trust-labelled, byte-stable.
 
 Whole items are packed into a count cap and a token allowance, highest score first; an item that
-does not fit is skipped whole, never truncated into a different claim. The block has a total order
-(score descending, revision id ascending), confidence bands instead of floats, and no volatile
-field: the only timestamp is an explicit historical ``as_of``. Actor labels are rendered from the
-current actor rows, so a rename changes the rendering and nothing stored. The same belief set
-renders to the same bytes.
+does not fit is skipped whole, never truncated into a different claim. An unresolved conflict is
+packed the same way, as one unit: its sides take consecutive places where the best of them ranks,
+displacing the lowest-ranked items, and fit together or are skipped together, so the block never
+shows one side of a conflict alone. The block has a total order (score descending, revision id
+ascending, each conflict's other sides right after its best-ranked one), confidence bands instead of
+floats, and no volatile field: the only timestamp is an explicit historical ``as_of``. Actor labels
+are rendered from the current actor rows, so a rename changes the rendering and nothing stored. The
+same belief set renders to the same bytes.
 """
 
 from __future__ import annotations
@@ -87,30 +90,60 @@ def pack(
     max_tokens: int,
     screen: Callable[[str], str] | None = None,
 ) -> Packed:
-    """Fit whole items, in order, into both caps. Skipped items are recorded, never cut.
+    """Fit whole units (:func:`conflict_units`), in order, into both caps. Skipped items are recorded,
+    never cut; an item's ``conflicts`` marker names the partners packed with it.
 
     ``screen`` (the safety scan) sets each item's ``blocked`` reason before its line is rendered;
-    items past the count cap are dropped without being rendered or screened.
+    units past the count cap are dropped without being rendered or screened.
     """
     items: list[Candidate] = []
     lines: list[str] = []
     used = 0
     dropped: list[int] = []
-    for item in ranked:
-        if len(items) >= max_items:
-            dropped.append(item.revision_id)
+    for unit in conflict_units(ranked):
+        if len(items) + len(unit) > max_items:
+            dropped.extend(item.revision_id for item in unit)
             continue
-        if screen is not None:
-            item.blocked = screen(item.body)
-        line = render_line(item, labels)
-        cost = estimate_tokens(line)
-        if len(items) >= max_items or used + cost > max_tokens:
-            dropped.append(item.revision_id)
+        together = {item.revision_id for item in unit}
+        unit_lines = []
+        for item in unit:
+            if screen is not None:
+                item.blocked = screen(item.body)
+            item.conflicts = [p for p in item.conflicts if p in together]
+            unit_lines.append(render_line(item, labels))
+        cost = sum(estimate_tokens(line) for line in unit_lines)
+        if used + cost > max_tokens:
+            dropped.extend(item.revision_id for item in unit)
             continue
-        items.append(item)
-        lines.append(line)
+        items.extend(unit)
+        lines.extend(unit_lines)
         used += cost
     return Packed(items=items, lines=lines, tokens=used, dropped_for_budget=dropped)
+
+
+def conflict_units(ranked: Sequence[Candidate]) -> list[list[Candidate]]:
+    """``ranked`` in packing units: an item alone, or the sides of one conflict (every item linked to
+    it through ``conflicts``, directly or through another side), in their ranked order, placed where
+    the best of them ranks."""
+    by_id = {item.revision_id: item for item in ranked}
+    position = {item.revision_id: index for index, item in enumerate(ranked)}
+    placed: set[int] = set()
+    units: list[list[Candidate]] = []
+    for item in ranked:
+        if item.revision_id in placed:
+            continue
+        placed.add(item.revision_id)
+        unit: list[Candidate] = []
+        reached = [item]
+        while reached:
+            side = reached.pop()
+            unit.append(side)
+            for partner in side.conflicts:
+                if partner in by_id and partner not in placed:
+                    placed.add(partner)
+                    reached.append(by_id[partner])
+        units.append(sorted(unit, key=lambda side: position[side.revision_id]))
+    return units
 
 
 def render_block(

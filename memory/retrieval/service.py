@@ -23,7 +23,7 @@ from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, TypedRevisions, sql_arms
-from memory.retrieval.candidates import Candidate
+from memory.retrieval.candidates import Candidate, conflict_partners
 from memory.retrieval.collapse import (
     REFILL_MATCH_RATIO,
     SOURCE_REFILL_MATCH_RATIO,
@@ -176,15 +176,23 @@ def recall(
         p.name for p in providers if p.name not in outcome.failed and p.name != SourceMessages.name
     }
     sourced = SourceMessages.name in arms_run
-    for candidate in pool.values():
-        candidate.conflicts = [p for p in candidate.conflicts if p in pool]
     scorer = Scorer(query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
     ranked = _rank(pool.values(), scorer)
     relevant = [c for c in ranked if passes_relevance(c, query=query, profile=profile)]
     relevant_ids = {c.revision_id for c in relevant}
-    # A conflict is returned whole: a partner below the floor still stands beside its rival.
-    for candidate in ranked:
+    # A conflict is returned whole (spec 001 §6): the unresolved partners of a relevant item come with
+    # it. One no arm proposed is read through the eligible set like every candidate, so a partner this
+    # perspective may not see is not added; the markers then name only what the pool holds, so it is
+    # named nowhere either. A partner below the floor still stands beside its rival.
+    partners = conflict_partners(eligible, relevant, pool)
+    for partner in partners.values():
+        scorer(partner)
+        pool[partner.revision_id] = partner
+    for candidate in pool.values():
+        candidate.conflicts = [p for p in candidate.conflicts if p in pool]
+    for candidate in [*ranked, *partners.values()]:
         if candidate.revision_id not in relevant_ids and any(p in relevant_ids for p in candidate.conflicts):
+            candidate.paired = True
             relevant.append(candidate)
     relevant.sort(key=lambda c: c.order_key)
     # Only items near the top can be packed, and a penalty only moves an item down: the comparisons
@@ -319,7 +327,10 @@ def _reserve_durable(selected: list[Candidate], budget: Budget) -> list[Candidat
     ]
     priming.sort(key=lambda c: (-round(c.match, 4), c.order_key))
     chosen = durable + priming[: budget.max_items - len(durable)]
-    return sorted(chosen, key=lambda c: c.order_key)
+    # A conflict stays whole: the partner of a chosen item comes with it (``pack`` fits both or neither).
+    chosen_ids = {c.revision_id for c in chosen}
+    partners = [c for c in selected if c.revision_id not in chosen_ids and any(p in chosen_ids for p in c.conflicts)]
+    return sorted(chosen + partners, key=lambda c: c.order_key)
 
 
 LABELS_SQL = f"SELECT id, display_name, external_id FROM {Actor._meta.db_table} WHERE id = ANY(%s::bigint[])"

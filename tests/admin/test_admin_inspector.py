@@ -380,7 +380,12 @@ def test_turn_preview_calls_the_one_retrieval_service(admin_client: Client, worl
     assert call["moment"] == RecallMoment.PREVIEW
     assert call["query"].text == world.message.body
     preview = response.context["preview"]
-    assert [i.statement for i in preview.result.items] == ["Prefers green tea over coffee."]
+    # The world links the tea preference in an unresolved conflict with the shipping day: the partner
+    # comes beside it.
+    assert [i.statement for i in preview.result.items] == [
+        "Prefers green tea over coffee.",
+        "The team ships on Thursdays.",
+    ]
     page = response.content.decode()
     assert escape(preview.result.rendered) in page
     assert f"{preview.result.items[0].score:.3f}" in page and preview.result.items[0].reason in page

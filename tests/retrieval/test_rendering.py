@@ -15,9 +15,11 @@ from django.conf import settings
 from django.db import connection
 
 from config.errors import Unprocessable
-from memory.retrieval.render import estimate_tokens
+from memory.models import short_id
+from memory.retrieval.render import Labels, estimate_tokens, pack, render_line
 from memory.retrieval.service import Budget
 from tests.retrieval.conftest import Workspace, revision_ids
+from tests.retrieval.test_near_duplicates import candidate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,6 +106,32 @@ def test_the_item_cap_bounds_the_block(ws: Workspace) -> None:
         ws.remember(f"Runbook entry {n}: restart the queue worker.", said_in=ws.general, by=ws.bob)
     result = ws.ask(ws.general, ws.alice, "runbook queue worker restart", max_items=3)
     assert len(result.items) == 3 and result.dropped_for_budget == 3
+
+
+def test_a_conflict_is_packed_whole_under_both_caps() -> None:
+    """The sides of a conflict take consecutive places after the best of them and fit together or not at
+    all, under the item cap and the token allowance alike; what they displace is the lowest-ranked."""
+    first, other, partner, last = (
+        candidate(1, "Lives in Porto."),
+        candidate(2, "The Porto office opens at nine."),
+        candidate(3, "Lives in Lisbon."),
+        candidate(4, "Porto has a harbour."),
+    )
+    first.conflicts, partner.conflicts = [3], [1]
+    ranked = [first, other, partner, last]
+    labels = Labels({})
+
+    def packed(**caps: int) -> list[int]:
+        return [item.revision_id for item in pack(ranked, labels, **caps).items]  # type: ignore[arg-type]
+
+    assert packed(max_items=4, max_tokens=4096) == [1, 3, 2, 4]
+    assert packed(max_items=3, max_tokens=4096) == [1, 3, 2]
+    assert packed(max_items=1, max_tokens=4096) == [2]
+    lines = {item.revision_id: render_line(item, labels) for item in ranked}
+    pair = estimate_tokens(lines[1]) + estimate_tokens(lines[3])
+    assert packed(max_items=4, max_tokens=pair) == [1, 3]
+    assert packed(max_items=4, max_tokens=pair - 1) == [2, 4]
+    assert lines[1].endswith(f"conflicts=[{short_id(3)}]") and lines[3].endswith(f"conflicts=[{short_id(1)}]")
 
 
 @pytest.mark.parametrize("allowance", [255, 32_769, 0])

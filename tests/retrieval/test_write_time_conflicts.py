@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from memory.models import EntryStatus, MemoryEntry, MemoryRevision, RevisionConflict, short_id
+from memory.models import (
+    EntryStatus,
+    MemoryEntry,
+    MemoryRevision,
+    RecallTrace,
+    RecallTraceItem,
+    RevisionConflict,
+    short_id,
+)
 from memory.services import Provenance, revision_amend
 from memory.statements import parse_claim
-from tests.retrieval.conftest import Workspace
+from tests.retrieval.conftest import Workspace, revision_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -50,6 +58,79 @@ def test_recall_returns_both_sides_marked_as_conflicting(ws: Workspace) -> None:
     old, new = about_alice(ws, "Lives in Lisbon."), about_alice(ws, "Alice lives in Porto now.")
     items = {item.revision_id: item for item in ws.ask(ws.alice_dm, ws.alice, "Where do I live?").items}
     assert items[old.pk].conflicts == [short_id(new.pk)] and items[new.pk].conflicts == [short_id(old.pk)]
+
+
+def test_a_recall_that_finds_one_side_returns_its_partner_beside_it_marked_and_traced(ws: Workspace) -> None:
+    """A query for Porto matches only the newer belief; the one it contradicts comes with it, in the
+    next place, each naming the other, and the trace records both."""
+    lisbon, porto = about_alice(ws, "Lives in Lisbon."), about_alice(ws, "Alice lives in Porto now.")
+
+    result = ws.ask(ws.alice_dm, ws.alice, "Porto")
+
+    assert revision_ids(result) == [porto.pk, lisbon.pk]
+    by_revision = {item.revision_id: item for item in result.items}
+    assert by_revision[lisbon.pk].arms == []  # no arm proposed it: it came for its partner
+    assert by_revision[porto.pk].conflicts == [short_id(lisbon.pk)]
+    assert by_revision[lisbon.pk].conflicts == [short_id(porto.pk)]
+    assert "beside the belief it conflicts with" in by_revision[lisbon.pk].reason
+    lines = result.rendered.splitlines()[1:-1]
+    assert lines[0].startswith(f"[{short_id(porto.pk)}]") and lines[0].endswith(f"conflicts=[{short_id(lisbon.pk)}]")
+    assert lines[1].startswith(f"[{short_id(lisbon.pk)}]") and lines[1].endswith(f"conflicts=[{short_id(porto.pk)}]")
+    trace = RecallTrace.objects.get(pk=result.trace_id)
+    traced = RecallTraceItem.objects.filter(trace=trace).order_by("position")
+    assert [(row.revision_id, row.conflicts) for row in traced] == [(porto.pk, [lisbon.pk]), (lisbon.pk, [porto.pk])]
+    assert lisbon.pk in (trace.candidate_ids or []) and trace.returned_count == 2
+
+
+def test_a_partner_the_reader_may_not_see_is_neither_added_nor_named(ws: Workspace) -> None:
+    """Madrid was learned in Alice's DM and contradicts what #general was told (Porto). Asked in
+    #general, Porto comes alone: the DM belief is not added, and no marker, line or trace names it. In
+    Alice's DM, which may see both, the same question returns the pair."""
+    public = ws.remember("Alice lives in Porto.", said_in=ws.general, by=ws.bob, about=ws.alice)
+    private = about_alice(ws, "Lives in Madrid.")
+    assert linked(public, private)
+
+    outside = ws.ask(ws.general, ws.bob, "Porto")
+
+    assert revision_ids(outside) == [public.pk]
+    assert outside.items[0].conflicts == []
+    assert short_id(private.pk) not in outside.rendered and "Madrid" not in outside.rendered
+    assert "conflicts=" not in outside.rendered
+    trace = RecallTrace.objects.get(pk=outside.trace_id)
+    assert private.pk not in (trace.candidate_ids or []) and private.pk not in (trace.dropped_ids or [])
+    assert list(RecallTraceItem.objects.filter(trace=trace).values_list("revision_id", "conflicts")) == [
+        (public.pk, [])
+    ]
+    assert outside.considered == 1
+
+    inside = ws.ask(ws.alice_dm, ws.alice, "Porto")
+
+    assert revision_ids(inside) == [public.pk, private.pk]
+    assert inside.items[0].conflicts == [short_id(private.pk)]
+
+
+def test_a_conflict_is_packed_whole_and_displaces_the_lowest_ranked_item(ws: Workspace) -> None:
+    """The partner takes the place after its rival and pushes the lowest-ranked item out; a budget
+    too small for both sides shows neither, never one side alone, and never more than the budget."""
+    lisbon, porto = about_alice(ws, "Lives in Lisbon."), about_alice(ws, "Alice lives in Porto now.")
+    others = [
+        ws.remember(body, said_in=ws.general, by=ws.bob)
+        for body in ("The Porto office opens at nine.", "Porto trains run late on Sundays.", "Porto has a harbour.")
+    ]
+    everything = revision_ids(ws.ask(ws.alice_dm, ws.alice, "Porto"))
+    assert set(everything) == {lisbon.pk, porto.pk, *(o.pk for o in others)}
+    assert everything.index(lisbon.pk) == everything.index(porto.pk) + 1
+    assert everything[:2] == [porto.pk, lisbon.pk]  # Alice's own belief, about the requester, ranks first
+    rest = everything[2:]
+
+    for max_items in range(2, 6):
+        result = ws.ask(ws.alice_dm, ws.alice, "Porto", max_items=max_items)
+        assert revision_ids(result) == [porto.pk, lisbon.pk, *rest[: max_items - 2]]
+        assert result.dropped_for_budget == 5 - max_items
+    # One place cannot hold both sides: the pair is skipped whole and the next match takes the place.
+    alone = ws.ask(ws.alice_dm, ws.alice, "Porto", max_items=1)
+    assert revision_ids(alone) == rest[:1] and alone.dropped_for_budget == 4
+    assert "conflicts=" not in alone.rendered
 
 
 @pytest.mark.parametrize(

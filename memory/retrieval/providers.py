@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from django.db import close_old_connections, connection, transaction
 
@@ -49,6 +49,40 @@ class ArmHit(NamedTuple):
     target_id: int
     rank: int
     score: float
+
+
+@runtime_checkable
+class IndexedArm(Protocol):
+    """A provider that can rank only the texts its index already holds: the semantic arms, whose
+    vectors a worker writes a few tenths of a second after the text is."""
+
+    name: str
+
+    def unindexed(self, target_ids: Sequence[int]) -> set[int]:
+        """The ids among ``target_ids`` the index does not hold yet."""
+        ...
+
+
+def unranked_by_arm(
+    providers: Iterable[object], arms: Collection[str], hits: Iterable[ArmHit], target_ids: Iterable[int]
+) -> dict[str, set[int]]:
+    """For each of ``arms`` that is an :class:`IndexedArm`, the ids among ``target_ids`` it did not
+    propose because its index does not hold them yet (one statement per such arm, none when it
+    proposed them all). Such an arm's silence about a text says nothing about how well it matches:
+    the fusion leaves the arm out of that text's scale instead of reading it as a poor match."""
+    proposed: dict[str, set[int]] = {}
+    for hit in hits:
+        proposed.setdefault(hit.arm, set()).add(hit.target_id)
+    targets = list(target_ids)
+    unranked: dict[str, set[int]] = {}
+    for provider in providers:
+        if not isinstance(provider, IndexedArm) or provider.name not in arms:
+            continue
+        silent = sorted(t for t in targets if t not in proposed.get(provider.name, ()))
+        missing = provider.unindexed(silent) if silent else set()
+        if missing:
+            unranked[provider.name] = missing
+    return unranked
 
 
 @dataclass(frozen=True)

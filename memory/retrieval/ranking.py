@@ -10,6 +10,7 @@ one-line reason.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -130,7 +131,16 @@ class Scorer:
     ran) is worked out once: a recall scores some 200 candidates.
     """
 
-    def __init__(self, *, query: RecallQuery, profile: str, project: str, arms_run: set[str], now: datetime) -> None:
+    def __init__(
+        self,
+        *,
+        query: RecallQuery,
+        profile: str,
+        project: str,
+        arms_run: set[str],
+        now: datetime,
+        unranked: Mapping[str, Collection[int]] | None = None,
+    ) -> None:
         self.weights = PROFILES[profile]
         self.feature_weights = FEATURE_WEIGHTS[profile]
         self.requester = query.subject_ids[0] if query.subject_ids else None
@@ -142,16 +152,27 @@ class Scorer:
         #: The relevance arms that ran, and the fused value of an item ranked first in all of them.
         self.relevance = tuple((arm, ARM_WEIGHTS.get(arm, 1.0)) for arm in RELEVANCE_ARMS if arm in arms_run)
         self.best_possible = sum(weight for _, weight in self.relevance) / (RRF_K + 1) if self.relevance else 1.0
+        #: Per relevance arm, the revisions it cannot rank yet (the semantic arm before the worker has
+        #: embedded a revision written a moment ago).
+        self.unranked = {arm: ids for arm, ids in (unranked or {}).items() if ids}
 
     def match(self, candidate: Candidate) -> float:
         """Weighted reciprocal-rank fusion over the relevance arms, normalised to [0, 1], or the anchor
-        weight if higher."""
+        weight if higher.
+
+        An arm that cannot rank the candidate yet (``unranked``: no vector until the worker embeds it) is
+        left out of its scale, as if it had not been asked, rather than counted as a poor match."""
         fused = 0.0
+        possible = 0.0
         for arm, weight in self.relevance:
+            if self.unranked and candidate.revision_id in self.unranked.get(arm, ()):
+                continue
+            possible += weight
             rank = candidate.arms.get(arm)
             if rank is not None:
                 fused += weight / (RRF_K + rank)
-        return max(fused / self.best_possible, candidate.arm_scores.get("anchor", 0.0))
+        best = possible / (RRF_K + 1) if possible else self.best_possible
+        return max(fused / best, candidate.arm_scores.get("anchor", 0.0))
 
     def __call__(self, candidate: Candidate) -> None:
         carried = candidate.carried = bool(candidate.origin_scope) and candidate.origin_scope != self.project

@@ -31,7 +31,7 @@ from memory.retrieval.collapse import (
     mark_near_duplicates,
 )
 from memory.retrieval.eligibility import EligibleRevisions, Perspective
-from memory.retrieval.providers import ArmHit, ProviderCall, run_providers
+from memory.retrieval.providers import ArmHit, ProviderCall, run_providers, unranked_by_arm
 from memory.retrieval.query import RecallQuery
 from memory.retrieval.ranking import POLICY_VERSION, SOURCE_POLICY_TAG, Scorer, explain, passes_relevance
 from memory.retrieval.render import MAX_ALLOWANCE, MIN_ALLOWANCE, Labels, pack, render_block
@@ -176,7 +176,12 @@ def recall(
         p.name for p in providers if p.name not in outcome.failed and p.name != SourceMessages.name
     }
     sourced = SourceMessages.name in arms_run
-    scorer = Scorer(query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now)
+    # A memory written a moment ago has no vector until the worker embeds it: the semantic arm cannot
+    # rank it, so it is matched over the arms that can (``Scorer.match``), never read as a poor match.
+    unranked = {} if query.empty else unranked_by_arm(providers, arms_run, hits, pool)
+    scorer = Scorer(
+        query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now, unranked=unranked
+    )
     ranked = _rank(pool.values(), scorer)
     relevant = [c for c in ranked if passes_relevance(c, query=query, profile=profile)]
     relevant_ids = {c.revision_id for c in relevant}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -168,12 +168,25 @@ def lexical_order(lexical_ids: Sequence[int], documents: Mapping[int, PoolDocume
     return sorted(lexical_ids, key=lambda message_id: -scores[message_id])
 
 
-def fused_match(message_id: int, ranks: dict[str, dict[int, int]], relevance_arms: Sequence[str]) -> float:
-    """Reciprocal-rank fusion over the arms that ran, normalised so that first in every arm is 1.0."""
-    if not relevance_arms:
+def fused_match(
+    message_id: int,
+    ranks: dict[str, dict[int, int]],
+    relevance_arms: Sequence[str],
+    unranked: Mapping[str, Collection[int]] | None = None,
+) -> float:
+    """Reciprocal-rank fusion over the arms that ran and could rank the message, normalised so that
+    first in every one of them is 1.0.
+
+    ``unranked`` names, per arm, the messages it cannot rank yet: the semantic arm before the worker
+    has embedded a message written a moment ago. Such an arm is left out of that message's scale, as
+    if it had not been asked, rather than counted as a poor match; once the vector exists the arm
+    counts for it like for any other.
+    """
+    arms = [arm for arm in relevance_arms if not unranked or message_id not in unranked.get(arm, ())]
+    if not arms:
         return 0.0
-    fused = sum(1 / (RRF_K + ranks[arm][message_id]) for arm in relevance_arms if message_id in ranks.get(arm, {}))
-    return fused / (len(relevance_arms) / (RRF_K + 1))
+    fused = sum(1 / (RRF_K + ranks[arm][message_id]) for arm in arms if message_id in ranks.get(arm, {}))
+    return fused / (len(arms) / (RRF_K + 1))
 
 
 def context_sources(candidates: Iterable[Candidate]) -> list[int]:

@@ -48,7 +48,7 @@ from memory.retrieval.history_search.ranking import (
     lexical_order,
     score_candidates,
 )
-from memory.retrieval.providers import ProviderCall, run_providers
+from memory.retrieval.providers import ProviderCall, run_providers, unranked_by_arm
 
 
 @routed_read
@@ -185,13 +185,16 @@ def rank_transcript(
     # An arm that failed or missed the deadline is not in the fusion's scale: the search degrades to
     # what the others found, ranked as if it had not been asked.
     relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers if p.name not in outcome.failed)]
+    # A message written a moment ago has no vector until the worker embeds it: the semantic arm cannot
+    # rank it, so it is matched over the arms that can (``fused_match``), never read as a poor match.
+    unranked = unranked_by_arm(providers, relevance_arms, outcome.hits, rows.keys())
     candidates = {
         message_id: Candidate(
             message_id=message_id,
             conversation_id=conversation_id,
             actor_id=actor_id,
             created_at=created_at,
-            match=fused_match(message_id, ranks, relevance_arms),
+            match=fused_match(message_id, ranks, relevance_arms, unranked),
         )
         for message_id, conversation_id, actor_id, created_at in rows.values()
     }

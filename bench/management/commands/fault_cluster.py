@@ -126,11 +126,12 @@ class Command(BaseCommand):
         agent, secret = new_agent("leader")
         old = cluster.leader()
         events: dict[str, Any] = {"old_leader": old, "sync_standby_before": cluster.role_holder("sync_standby")}
+        marks: dict[str, float] = {}
 
         def fault() -> None:
             close_all()  # this process's connection dies with the leader too
             events["processes_killed"] = cluster.kill_node(old)
-            killed_at = time.monotonic()
+            killed_at = marks["killed"] = time.monotonic()
             events["probe_during_failover"] = probe(cluster.url, secret)
             promoted = wait_for(lambda: cluster.leader() not in (None, old), FAILOVER_LIMIT_S)
             events["promoted_s"] = round(time.monotonic() - killed_at, 2) if promoted else None
@@ -145,7 +146,8 @@ class Command(BaseCommand):
             agent, clients, read_ledgers(self.cluster.url, secret, clients), down_at=down_at, up_at=up_at
         )
         events.update(lost_writes(agent, clients))
-        events["failover_s"] = first_write_after(clients, down_at)
+        # From the moment every process of the leader is dead (a request sent before it may still succeed).
+        events["failover_s"] = first_write_after(clients, marks["killed"])
         status, code, retry_after = events["probe_during_failover"]
         if (status, code) != (503, "database_unavailable") or not retry_after:
             problems.append(f"during the failover a request answered {status} {code!r} Retry-After {retry_after!r}")

@@ -12,7 +12,7 @@ bench:
 	scripts/bootstrap
 	.venv/bin/python manage.py bench_all $(ARGS)
 
-# The multi-node topology on this machine (primary + streaming replica, Redis, two workers, two app
-# servers behind haproxy); `scripts/cluster status` in another shell shows each part.
+# The multi-node topology on this machine (three PostgreSQL nodes under Patroni and etcd, Redis, two
+# workers, two app servers behind haproxy); `scripts/cluster status` in another shell shows each part.
 cluster:
 	scripts/cluster $(ARGS)

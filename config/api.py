@@ -5,10 +5,12 @@ Failures outside DRF's own exceptions get the same error body: a request body ov
 ``DATA_UPLOAD_MAX_MEMORY_SIZE`` answers 413 ``request_too_large`` (Django would answer a bare 400);
 a transaction PostgreSQL rolled back because it collided with a concurrent one (a deadlock or a
 serialization failure) answers 409 ``concurrent_update`` with ``Retry-After``; and a database that
-cannot be reached (restarting, connection lost) answers 503 ``database_unavailable`` with
-``Retry-After``, instead of a 500 page. A key over its request rate (accounts/throttling.py) answers
-429 ``rate_limited`` with ``Retry-After``. Every write is atomic, so a request that fails either way has
-committed nothing of the transaction it was in, and may be sent again.
+cannot be reached (restarting, connection lost), or that refuses a write because it is not the primary
+(a node behind the write address still finishing its promotion, or stepping down, during a failover),
+answers 503 ``database_unavailable`` with ``Retry-After``, instead of a 500 page. A key over its
+request rate (accounts/throttling.py) answers 429 ``rate_limited`` with ``Retry-After``. Every write is
+atomic, so a request that fails either way has committed nothing of the transaction it was in, and may
+be sent again.
 
 Hostile input stops here, before any service or query runs: request bodies take exactly the JSON type
 each declared field has (``StrictSerializer``), every integer is bounded to its column's range (ids
@@ -22,12 +24,13 @@ from __future__ import annotations
 import base64
 import logging
 import math
+import time
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import InterfaceError, OperationalError
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, InternalError, OperationalError, connections
 from django.db.models import QuerySet
 from django.http import Http404
 from rest_framework import exceptions, pagination, parsers, serializers
@@ -45,6 +48,8 @@ DATABASE_RETRY_AFTER_S = 5
 CONFLICT_RETRY_AFTER_S = 1
 #: SQLSTATE class 40, "transaction rollback": deadlock detected, serialization failure and the like.
 TRANSACTION_ROLLBACK_CLASS = "40"
+#: SQLSTATE 25006: a write sent to a PostgreSQL in recovery (a standby), or in a read-only transaction.
+READ_ONLY_SQL_TRANSACTION = "25006"
 #: The largest id the API takes (every primary key is a PostgreSQL bigint): a larger one is a 400 in a
 #: body or query, a 404 in a path, never a failed query. The smallest is 1.
 MAX_ID = 2**63 - 1
@@ -85,6 +90,17 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             error_body("concurrent_update", "a concurrent request changed the same rows; nothing was changed, retry"),
             status=409,
             headers={"Retry-After": str(CONFLICT_RETRY_AFTER_S)},
+        )
+    if isinstance(exc, InternalError) and _sqlstate(exc) == READ_ONLY_SQL_TRANSACTION:
+        # The write address led to a node that is not the primary (Patroni promotes or demotes it as
+        # this runs). The primary is unavailable to this connection: it is closed when the request
+        # ends, so the next request connects afresh to whichever node leads then.
+        connections[DEFAULT_DB_ALIAS].close_at = time.monotonic()
+        log.warning("database unavailable (not the primary): %s", exc)
+        return Response(
+            error_body("database_unavailable", "the database is unavailable; retry later"),
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
     if isinstance(exc, OperationalError | InterfaceError):
         log.warning("database unavailable: %s", exc)

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 import rest_framework.views  # noqa: F401  (loads DRF's settings, which name config.api, before it)
-from django.db import OperationalError, connection, transaction
+from django.db import InternalError, OperationalError, connection, transaction
 from rest_framework.response import Response
 
 from accounts.models import Tenant
@@ -62,3 +62,23 @@ def test_a_lost_connection_still_answers_503_database_unavailable() -> None:
     assert response is not None
     assert response.status_code == 503
     assert response.data["code"] == "database_unavailable"
+
+
+def test_a_write_refused_by_a_node_that_is_not_the_primary_answers_503_and_drops_the_connection() -> None:
+    """A write that reaches a standby (during a failover) is the database being unavailable, not a
+    server error; the connection is closed at the end of the request so the next one finds the leader."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET default_transaction_read_only = on")  # what a standby answers, on this server
+    try:
+        with pytest.raises(InternalError) as refused:
+            Tenant.objects.create(slug="t-read-only", name="Read only")
+        response = handled(refused.value)
+        assert response is not None
+        assert response.status_code == 503
+        assert response.data["code"] == "database_unavailable"
+        assert response["Retry-After"] == "5"
+        connection.close_if_unusable_or_obsolete()  # what Django does when the request ends
+        assert connection.connection is None
+    finally:
+        connection.close()
+    assert not Tenant.objects.filter(slug="t-read-only").exists()

@@ -1,13 +1,28 @@
 """Fault scenarios against the running cluster (``scripts/cluster``); each prints a JSON line and PASS or FAIL.
 
-``eval "$(scripts/cluster env)"; manage.py fault_cluster [replica|worker|redis|primary|all]``
+``eval "$(scripts/cluster env)"; manage.py fault_cluster [replica|worker|redis|leader|etcd|all] [--failovers 3]``
 
 Runtimes (``fault_db_restart``'s clients: ingest, session, turn, a round that remembers and recalls,
-ledger, reply) drive turns through haproxy while one part of the cluster fails:
+ledger, reply) drive turns through haproxy while one part of the cluster fails. Every wait is on state
+the cluster reports (Patroni's REST API, etcd's ``/health``, PostgreSQL's own views), never a fixed
+sleep:
 
-* ``replica``: the streaming replica is stopped (a fast shutdown) and started again. No request may
-  fail (reads fall back to the primary without an error to the agent); the replica must have served
-  reads before it stopped (its own commit counter rose) and stream again afterwards.
+* ``leader`` (run ``--failovers`` times): the leader's Patroni and every process of its PostgreSQL are
+  killed (SIGKILL), as when its machine is lost. The synchronous standby must be promoted by Patroni
+  alone; requests may fail only with ``503 database_unavailable`` and ``Retry-After``, only until the new
+  leader is in place, then all succeed; every message, memory and reply the server acknowledged is
+  still there, checked by id. ``failover_s`` is the time from the kill to the first write the server
+  acknowledged after it. Then the old leader's Patroni starts again: it must rejoin as a replica of the
+  new leader (``pg_rewind`` when its history diverged), on the new leader's timeline, holding exactly
+  the new leader's rows of the agent (no divergent history).
+* ``etcd``: one etcd member is killed: no request may fail and the leader must stay; a second one is
+  killed: without a quorum the leader must step down (no node accepts writes: no split brain), and
+  requests fail only with ``503``; both come back: a leader is elected, every request succeeds again and
+  nothing acknowledged is lost.
+* ``replica``: the synchronous standby is killed (SIGKILL) and held down until the leader has made the
+  other replica synchronous, then starts again. No request may fail (reads fall back to the primary
+  without an error to the agent); the replicas must have served reads before, and the killed one must
+  stream again afterwards.
 * ``worker``: while a worker is embedding (``celery inspect active`` shows ``embed_pending``), the pool
   processes of both workers are killed (SIGKILL). Every text of the agent must then be embedded exactly
   once in every target generation, and the outbox hold nothing pending for it (the outbox and its
@@ -15,9 +30,6 @@ ledger, reply) drive turns through haproxy while one part of the cluster fails:
 * ``redis``: the workers stop consuming, writes queue embedding tasks in Redis, and Redis restarts
   (``DEBUG RESTART``: the process is replaced and reloads its append-only file). Every queued task must
   still be there afterwards, and once the workers consume again every text must be embedded.
-* ``primary``: the primary is stopped for a few seconds and started again. Every failed request must
-  be ``503 database_unavailable`` with ``Retry-After``, requests after the restart must all succeed, and
-  nothing the server acknowledged may be lost (``fault_db_restart``'s checks).
 """
 
 from __future__ import annotations
@@ -27,10 +39,11 @@ import http.client
 import json
 import os
 import signal
-import subprocess
+import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +53,7 @@ import psycopg
 import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, connections
+from django.db import connections
 
 from accounts.models import RuntimeAgent, Tenant
 from accounts.services import api_key_create
@@ -50,10 +63,13 @@ from history.models import Message
 from memory.embeddings.index import ensure_generation, target_generations
 from memory.models import IndexOutbox, MemoryRevision, MessageEmbedding, RevisionEmbedding
 
-SCENARIOS = ("replica", "worker", "redis", "primary")
+SCENARIOS = ("replica", "worker", "redis", "leader", "etcd")
 TENANT_SLUG = "fault-cluster"
 #: How long a scenario waits for the cluster to finish recovering (embeddings drained, replica streaming).
 SETTLE_S = 180.0
+#: How long a promotion or an election may take before the scenario fails (Patroni's ttl is 20 s).
+FAILOVER_LIMIT_S = 90.0
+WRITE_STEPS = frozenset({"ingest", "session_open", "turn_start", "round", "reply"})
 
 
 class Command(BaseCommand):
@@ -63,53 +79,189 @@ class Command(BaseCommand):
         parser.add_argument("scenario", nargs="?", default="all", choices=(*SCENARIOS, "all"))
         parser.add_argument("--clients", type=int, default=4)
         parser.add_argument("--before", type=float, default=4.0, help="Seconds of load before the fault.")
-        parser.add_argument("--outage", type=float, default=4.0, help="Seconds the part stays down.")
-        parser.add_argument("--after", type=float, default=8.0, help="Seconds of load after it is back.")
+        parser.add_argument("--outage", type=float, default=4.0, help="Seconds the workers stay killed.")
+        parser.add_argument("--after", type=float, default=8.0, help="Seconds of load after recovery.")
+        parser.add_argument("--failovers", type=int, default=3, help="How many times the leader is killed.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.cluster = Cluster.from_environment()
         self.options = options
         scenarios = SCENARIOS if options["scenario"] == "all" else (options["scenario"],)
         failed = []
+        failovers: list[float] = []
         for name in scenarios:
-            summary, problems = getattr(self, f"scenario_{name}")()
-            summary["ok"] = not problems
-            self.stdout.write(json.dumps({"scenario": name, **summary}, default=str))
-            if problems:
-                failed.append(name)
-                self.stdout.write(f"FAIL {name}: " + "; ".join(problems[:20]))
-            else:
-                self.stdout.write(f"PASS {name}")
+            runs = options["failovers"] if name == "leader" else 1
+            for run in range(1, runs + 1):
+                if not self.cluster.wait_healthy(SETTLE_S):
+                    raise CommandError(f"the cluster is not healthy before {name}: {self.cluster.members()}")
+                summary, problems = getattr(self, f"scenario_{name}")()
+                if name == "leader":
+                    summary["run"] = run
+                    if summary.get("failover_s") is not None:
+                        failovers.append(summary["failover_s"])
+                summary["ok"] = not problems
+                self.stdout.write(json.dumps({"scenario": name, **summary}, default=str))
+                if problems:
+                    failed.append(name)
+                    self.stdout.write(f"FAIL {name}: " + "; ".join(problems[:20]))
+                else:
+                    self.stdout.write(f"PASS {name}")
+        if failovers:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "failover_s": failovers,
+                        "median": round(statistics.median(failovers), 2),
+                        "max": round(max(failovers), 2),
+                    }
+                )
+            )
         if failed:
             raise CommandError(f"failed: {', '.join(failed)}")
 
     # --- scenarios ------------------------------------------------------------------------------
 
-    def scenario_replica(self) -> tuple[dict[str, Any], list[str]]:
-        agent, secret = new_agent("replica")
-        events: dict[str, Any] = {}
+    def scenario_leader(self) -> tuple[dict[str, Any], list[str]]:
+        cluster = self.cluster
+        agent, secret = new_agent("leader")
+        old = cluster.leader()
+        events: dict[str, Any] = {"old_leader": old, "sync_standby_before": cluster.role_holder("sync_standby")}
+        marks: dict[str, float] = {}
 
         def fault() -> None:
-            # The app servers' connections to the replica: their routed reads (statistics counters would
-            # show them too, but a standby's backends publish those only when idle).
-            events["app_connections_on_replica"] = self.cluster.replica_client_connections()
-            self.cluster.pg_ctl("replica", "stop")
-            events["replica_refused_connections"] = not self.cluster.replica_reachable()
-            time.sleep(self.options["outage"])
-            self.cluster.pg_ctl("replica", "start")
+            close_all()  # this process's connection dies with the leader too
+            events["processes_killed"] = cluster.kill_node(old)
+            killed_at = marks["killed"] = time.monotonic()
+            events["probe_during_failover"] = probe(cluster.url, secret)
+            promoted = wait_for(lambda: cluster.leader() not in (None, old), FAILOVER_LIMIT_S)
+            events["promoted_s"] = round(time.monotonic() - killed_at, 2) if promoted else None
+            events["new_leader"] = cluster.leader()
+            events["write_port_s"] = (
+                round(time.monotonic() - killed_at, 2) if wait_for(cluster.write_port_on_leader, 30) else None
+            )
 
         clients, down_at, up_at = self.drive(secret, fault)
-        ledgers = read_ledgers(self.cluster.url, secret, clients)
+        close_all()
+        summary, problems = check(
+            agent, clients, read_ledgers(self.cluster.url, secret, clients), down_at=down_at, up_at=up_at
+        )
+        events.update(lost_writes(agent, clients))
+        # From the moment every process of the leader is dead (a request sent before it may still succeed).
+        events["failover_s"] = first_write_after(clients, marks["killed"])
+        status, code, retry_after = events["probe_during_failover"]
+        if (status, code) != (503, "database_unavailable") or not retry_after:
+            problems.append(f"during the failover a request answered {status} {code!r} Retry-After {retry_after!r}")
+        if events["promoted_s"] is None:
+            problems.append(f"no replica was promoted within {FAILOVER_LIMIT_S:.0f} s")
+        elif events["new_leader"] != events["sync_standby_before"]:
+            problems.append(f"{events['new_leader']} was promoted, not the synchronous standby")
+        if events["acknowledged_lost"]:
+            problems.append(f"{events['acknowledged_lost']} acknowledged writes lost")
+
+        # The old leader comes back: it must follow the new one, with the new one's history.
+        rejoin = cluster.rejoin(old, events["new_leader"], agent)
+        events.update(rejoin)
+        if not rejoin["old_leader_rejoined"]:
+            problems.append(f"{old} did not rejoin as a streaming replica of {events['new_leader']}")
+        elif not rejoin["same_history"]:
+            problems.append(f"{old} diverges from the new leader: {rejoin['divergence']}")
+        return {**summary, **events}, problems
+
+    def scenario_etcd(self) -> tuple[dict[str, Any], list[str]]:
+        cluster = self.cluster
+        agent, secret = new_agent("etcd")
+        first, second = cluster.etcd[0][0], cluster.etcd[1][0]
+        leader = cluster.leader()
+        events: dict[str, Any] = {"leader_before": leader, "members_killed": [first, second]}
+        marks: dict[str, float] = {}
+
+        def fault() -> None:
+            cluster.kill_etcd(first)
+            marks["one_lost"] = time.monotonic()
+            events["quorum_with_one_lost"] = wait_for(lambda: cluster.etcd_healthy_count() == 2, 30)
+            # Nothing visible may happen: the clients go on completing turns, the leader stays.
+            done = completed_turns(clients_box[0])
+            events["turns_with_one_lost"] = wait_for(
+                lambda: completed_turns(clients_box[0]) >= done + 2 * len(clients_box[0]), 60
+            )
+            events["leader_with_one_lost"] = cluster.leader()
+            close_all()
+            cluster.kill_etcd(second)
+            marks["two_lost"] = time.monotonic()
+            # Without a quorum the leader cannot renew its key: it must stop accepting writes.
+            stepped_down = wait_for(lambda: cluster.writable_nodes() == [], FAILOVER_LIMIT_S)
+            events["stepped_down_s"] = round(time.monotonic() - marks["two_lost"], 2) if stepped_down else None
+            events["probe_without_quorum"] = probe(cluster.url, secret)
+            cluster.release(first)
+            cluster.release(second)
+            marks["quorum_back"] = time.monotonic()
+            events["etcd_healthy_again"] = wait_for(lambda: cluster.etcd_healthy_count() == 3, 60)
+            back = wait_for(lambda: cluster.leader() is not None and cluster.write_port_on_leader(), FAILOVER_LIMIT_S)
+            events["service_back_s"] = round(time.monotonic() - marks["quorum_back"], 2) if back else None
+            events["leader_after"] = cluster.leader()
+
+        clients_box: list[list[Client]] = []
+        clients, down_at, up_at = self.drive(secret, fault, clients_box)
+        close_all()
+        summary, problems = check(
+            agent, clients, read_ledgers(self.cluster.url, secret, clients), down_at=down_at, up_at=up_at
+        )
+        events.update(lost_writes(agent, clients))
+        answers = [a for c in clients for a in c.answers]
+        events["failed_with_one_lost"] = sum(
+            1 for a in answers if marks["one_lost"] <= a.at < marks["two_lost"] and not 200 <= a.status < 300
+        )
+        if events["failed_with_one_lost"]:
+            problems.append(f"{events['failed_with_one_lost']} requests failed with one etcd member lost")
+        if not events["turns_with_one_lost"]:
+            problems.append("the runtimes made no progress with one etcd member lost")
+        if events["leader_with_one_lost"] != leader:
+            problems.append(f"the leader changed with one etcd member lost: {events['leader_with_one_lost']}")
+        if events["stepped_down_s"] is None:
+            problems.append("with two etcd members lost a node still accepted writes")
+        status, code, retry_after = events["probe_without_quorum"]
+        if (status, code) != (503, "database_unavailable") or not retry_after:
+            problems.append(f"without a quorum a request answered {status} {code!r} Retry-After {retry_after!r}")
+        if events["service_back_s"] is None:
+            problems.append("no leader after the quorum came back")
+        if events["acknowledged_lost"]:
+            problems.append(f"{events['acknowledged_lost']} acknowledged writes lost")
+        return {**summary, **events}, problems
+
+    def scenario_replica(self) -> tuple[dict[str, Any], list[str]]:
+        cluster = self.cluster
+        agent, secret = new_agent("replica")
+        victim = cluster.role_holder("sync_standby")
+        if victim is None:
+            raise CommandError(f"no synchronous standby to kill: {cluster.members()}")
+        events: dict[str, Any] = {"replica_killed": victim}
+
+        def fault() -> None:
+            # The app servers' connections to the replicas: their routed reads (statistics counters would
+            # show them too, but a standby's backends publish those only when idle).
+            events["app_connections_on_replicas"] = cluster.replica_client_connections()
+            events["processes_killed"] = cluster.kill_node(victim)
+            events["replica_refused_connections"] = not cluster.node_reachable(victim)
+            # Held down until the leader has made the other replica its synchronous standby.
+            events["other_replica_made_synchronous"] = wait_for(
+                lambda: cluster.role_holder("sync_standby") not in (None, victim), 60
+            )
+            cluster.release(victim)
+
+        clients, down_at, up_at = self.drive(secret, fault)
+        ledgers = read_ledgers(cluster.url, secret, clients)
         summary, problems = check(agent, clients, ledgers, down_at=down_at, up_at=up_at)
         # No outage reaches the agent here: check() expects 503s, and must find none.
         problems = [p for p in problems if not p.startswith("no request met the outage")]
         if summary["database_unavailable_503"] or summary["other_failures"]:
             problems.append("a request failed while the replica was down")
-        if not events["app_connections_on_replica"]:
-            problems.append("the replica served no reads before it stopped: nothing was routed there")
+        if not events["app_connections_on_replicas"]:
+            problems.append("the replicas served no reads before one was killed: nothing was routed there")
         if not events["replica_refused_connections"]:
-            problems.append("the replica still answered after it was stopped")
-        events["replica_streaming_again"] = wait_for(self.cluster.replica_streaming, SETTLE_S)
+            problems.append("the replica still answered after it was killed")
+        if not events["other_replica_made_synchronous"]:
+            problems.append("the leader did not make the other replica synchronous")
+        events["replica_streaming_again"] = wait_for(lambda: cluster.member_state(victim) == "streaming", SETTLE_S)
         if not events["replica_streaming_again"]:
             problems.append("the replica did not stream again after its restart")
         return {**summary, **events}, problems
@@ -174,38 +326,19 @@ class Command(BaseCommand):
         events.update(embedded)
         return events, problems
 
-    def scenario_primary(self) -> tuple[dict[str, Any], list[str]]:
-        agent, secret = new_agent("primary")
-        events: dict[str, Any] = {}
-
-        def fault() -> None:
-            connection.close()  # this process's connection does not survive the restart either
-            self.cluster.pg_ctl("primary", "stop")
-            events["probe_during_outage"] = probe(self.cluster.url, secret)
-            time.sleep(self.options["outage"])
-            self.cluster.pg_ctl("primary", "start")
-
-        clients, down_at, up_at = self.drive(secret, fault)
-        close_all()
-        summary, problems = check(
-            agent, clients, read_ledgers(self.cluster.url, secret, clients), down_at=down_at, up_at=up_at
-        )
-        status, code, retry_after = events["probe_during_outage"]
-        if (status, code) != (503, "database_unavailable") or not retry_after:
-            problems.append(f"during the outage a request answered {status} {code!r} Retry-After {retry_after!r}")
-        events["replica_streaming_again"] = wait_for(self.cluster.replica_streaming, SETTLE_S)
-        if not events["replica_streaming_again"]:
-            problems.append("the replica did not follow the restarted primary")
-        return {**summary, **events}, problems
-
     # --- helpers --------------------------------------------------------------------------------
 
-    def drive(self, secret: str, fault: Callable[[], None]) -> tuple[list[Client], float, float]:
-        """Clients drive turns for ``--before`` seconds, ``fault`` runs, then ``--after`` more seconds."""
+    def drive(
+        self, secret: str, fault: Callable[[], None], box: list[list[Client]] | None = None
+    ) -> tuple[list[Client], float, float]:
+        """Clients drive turns for ``--before`` seconds, ``fault`` runs (``box`` gets the clients, for a
+        fault that watches them), then ``--after`` more seconds."""
         stop = threading.Event()
         options = self.options
-        deadline = time.monotonic() + options["before"] + options["outage"] + options["after"] + 600
+        deadline = time.monotonic() + options["before"] + options["after"] + 900
         clients = [Client(n, self.cluster.url, secret, stop, deadline) for n in range(options["clients"])]
+        if box is not None:
+            box.append(clients)
         for client in clients:
             client.start()
         time.sleep(options["before"])
@@ -221,63 +354,252 @@ class Command(BaseCommand):
         return clients, down_at, up_at
 
 
-class Cluster:
-    """The parts of the running cluster a scenario stops, starts, kills and inspects."""
+def completed_turns(clients: list[Client]) -> int:
+    return sum(len(c.acknowledged.replies) for c in clients)
 
-    def __init__(self, url: str, directory: Path, replica_url: str) -> None:
+
+def first_write_after(clients: list[Client], moment: float) -> float | None:
+    """Seconds from ``moment`` to the first write the server acknowledged that was sent after it."""
+    done = [
+        a.at + a.elapsed_s
+        for c in clients
+        for a in c.answers
+        if a.at >= moment and a.step in WRITE_STEPS and 200 <= a.status < 300
+    ]
+    return round(min(done) - moment, 2) if done else None
+
+
+def lost_writes(agent: RuntimeAgent, clients: list[Client]) -> dict[str, int]:
+    """Every message, reply and memory the server acknowledged, looked up by id on the leader."""
+    messages = {m for c in clients for m in c.acknowledged.messages.values()}
+    messages |= {m for c in clients for m in c.acknowledged.replies}
+    revisions = {r for c in clients for rs in c.acknowledged.memories.values() for r in rs}
+    close_all()
+    stored_messages = set(Message.objects.filter(pk__in=messages).values_list("pk", flat=True))
+    stored_revisions = set(MemoryRevision.objects.filter(pk__in=revisions).values_list("pk", flat=True))
+    return {
+        "acknowledged_messages_and_replies": len(messages),
+        "acknowledged_memories": len(revisions),
+        "acknowledged_lost": len(messages - stored_messages) + len(revisions - stored_revisions),
+    }
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    pg_port: int
+    rest_port: int
+
+
+class Cluster:
+    """The parts of the running cluster a scenario kills, holds down, starts and inspects."""
+
+    def __init__(self, url: str, directory: Path, nodes: list[Node], etcd: list[tuple[str, int]]) -> None:
         self.url = url
         self.directory = directory
-        self.replica_url = replica_url
+        self.nodes = {node.name: node for node in nodes}
+        self.etcd = etcd
+        self.database = str(settings.DATABASES["default"]["NAME"])
 
     @classmethod
     def from_environment(cls) -> Cluster:
         url = os.environ.get("ENGRAM_CLUSTER_URL", "")
-        replica_url = os.environ.get("DATABASE_REPLICA_URL", "")
-        if not url or not replica_url or not settings.CELERY_BROKER_URL.startswith("redis://"):
+        nodes_spec = os.environ.get("ENGRAM_CLUSTER_NODES", "")
+        etcd_spec = os.environ.get("ENGRAM_CLUSTER_ETCD", "")
+        directory = Path(os.environ.get("ENGRAM_CLUSTER_DIR", ""))
+        if not url or not nodes_spec or not etcd_spec or not settings.CELERY_BROKER_URL.startswith("redis://"):
             raise CommandError('run it against the cluster: eval "$(scripts/cluster env)" first')
-        directory = Path(os.environ.get("ENGRAM_CLUSTER_DIR", Path(settings.BASE_DIR) / "var" / "cluster"))
-        if not (directory / "replica" / "PG_VERSION").exists():
+        if not (directory / "patroni").is_dir():
             raise CommandError(f"no cluster in {directory}: start it with scripts/cluster")
-        return cls(url, directory, replica_url)
+        nodes = []
+        for item in nodes_spec.split(","):
+            name, ports = item.split("=")
+            pg_port, rest_port = ports.split("/")
+            nodes.append(Node(name, int(pg_port), int(rest_port)))
+        etcd = [(name, int(port)) for name, port in (item.split("=") for item in etcd_spec.split(","))]
+        return cls(url, directory, nodes, etcd)
 
-    def pg_ctl(self, part: str, action: str) -> None:
-        import pgserver
+    # --- what the cluster reports ---------------------------------------------------------------
 
-        pg_ctl = str(Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl")
-        command = [pg_ctl, "-D", str(self.directory / part), "-w", "-t", "60", action]
-        if action == "stop":
-            command += ["-m", "fast"]
-        else:
-            command += ["-l", str(self.directory / "log" / f"{part}.log")]
-        if os.geteuid() == 0:  # PostgreSQL runs as the pgserver user (see scripts/cluster)
-            command = ["runuser", "-u", "pgserver", "--", *command]
-        subprocess.run(command, check=True, capture_output=True, timeout=90)
-
-    def _replica_value(self, sql: str) -> Any:
-        with psycopg.connect(self.replica_url, connect_timeout=3, autocommit=True) as conn:
-            row = conn.execute(sql).fetchone()
-        return row[0] if row else None
-
-    def replica_client_connections(self) -> int:
-        return int(
-            self._replica_value(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-                " AND datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        )
-
-    def replica_reachable(self) -> bool:
+    def rest(self, name: str, path: str) -> tuple[int, Any]:
+        """Patroni's REST API of one node: status and JSON body (0 when it does not answer)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.nodes[name].rest_port, timeout=2)
         try:
-            self._replica_value("SELECT 1")
+            conn.request("GET", path)
+            response = conn.getresponse()
+            text = response.read()
+            try:
+                return response.status, json.loads(text)
+            except ValueError:
+                return response.status, None
+        except OSError:
+            return 0, None
+        finally:
+            conn.close()
+
+    def members(self) -> list[dict[str, Any]]:
+        """Patroni's members as any node that answers sees them (``patronictl list``'s source)."""
+        for name in self.nodes:
+            status, body = self.rest(name, "/cluster")
+            if status == 200 and isinstance(body, dict):
+                return list(body.get("members", []))
+        return []
+
+    def role_holder(self, role: str) -> str | None:
+        return next((m["name"] for m in self.members() if m.get("role") == role), None)
+
+    def member_state(self, name: str) -> str | None:
+        return next((m.get("state") for m in self.members() if m["name"] == name), None)
+
+    def leader(self) -> str | None:
+        """The node whose Patroni answers 200 on ``/primary`` (the check haproxy routes writes by)."""
+        return next((name for name in self.nodes if self.rest(name, "/primary")[0] == 200), None)
+
+    def healthy(self) -> bool:
+        roles = sorted((m.get("role"), m.get("state")) for m in self.members())
+        quorum = self.etcd_healthy_count() == len(self.etcd)
+        return quorum and roles == [("leader", "running"), ("replica", "streaming"), ("sync_standby", "streaming")]
+
+    def wait_healthy(self, timeout: float) -> bool:
+        return wait_for(self.healthy, timeout)
+
+    def node_url(self, name: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.nodes[name].pg_port}/{self.database}"
+
+    def node_rows(self, name: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.node_url(name), connect_timeout=3, autocommit=True) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def node_reachable(self, name: str) -> bool:
+        try:
+            self.node_rows(name, "SELECT 1")
         except psycopg.OperationalError:
             return False
         return True
 
-    def replica_streaming(self) -> bool:
+    def writable_nodes(self) -> list[str]:
+        """Nodes whose PostgreSQL accepts writes (not in recovery): at most one, ever."""
+        writable = []
+        for name in self.nodes:
+            with contextlib.suppress(psycopg.OperationalError):
+                if self.node_rows(name, "SELECT NOT pg_is_in_recovery()")[0][0]:
+                    writable.append(name)
+        return writable
+
+    def write_port_on_leader(self) -> bool:
+        """Whether a new connection to ``DATABASE_URL`` (haproxy's write port) reaches a writable node."""
         try:
-            return bool(self._replica_value("SELECT count(*) = 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'"))
+            with psycopg.connect(os.environ["DATABASE_URL"], connect_timeout=2, autocommit=True) as conn:
+                row = conn.execute("SELECT NOT pg_is_in_recovery()").fetchone()
         except psycopg.OperationalError:
             return False
+        return bool(row and row[0])
+
+    def replica_client_connections(self) -> int:
+        total = 0
+        for member in self.members():
+            if member.get("role") in ("replica", "sync_standby"):
+                total += int(
+                    self.node_rows(
+                        member["name"],
+                        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                        " AND datname = current_database() AND pid <> pg_backend_pid()",
+                    )[0][0]
+                )
+        return total
+
+    def etcd_healthy_count(self) -> int:
+        healthy = 0
+        for _, port in self.etcd:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            try:
+                conn.request("GET", "/health")
+                if json.loads(conn.getresponse().read()).get("health") == "true":
+                    healthy += 1
+            except (OSError, ValueError):
+                pass
+            finally:
+                conn.close()
+        return healthy
+
+    # --- faults ---------------------------------------------------------------------------------
+
+    def _hold(self, name: str) -> int | None:
+        """Keep ``scripts/cluster``'s supervisor from starting ``name`` again; its current pid."""
+        (self.directory / "run" / f"{name}.down").touch()
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return int((self.directory / "run" / f"{name}.pid").read_text())
+        return None
+
+    def release(self, name: str) -> None:
+        """Let the supervisor start ``name`` again."""
+        (self.directory / "run" / f"{name}.down").unlink(missing_ok=True)
+
+    def kill_node(self, name: str | None) -> int:
+        """SIGKILL a node's Patroni and every process of its PostgreSQL (held down until released)."""
+        if name is None:
+            raise CommandError(f"no such node to kill: {self.members()}")
+        victims = [pid] if (pid := self._hold(name)) else []
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            postmaster = int((self.directory / name / "data" / "postmaster.pid").read_text().split()[0])
+            victims += [postmaster, *children(postmaster)]
+        killed = 0
+        for victim in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+                killed += 1
+        return killed
+
+    def kill_etcd(self, name: str) -> None:
+        pid = self._hold(name)
+        if pid is None:
+            raise CommandError(f"no pid for {name}")
+        os.kill(pid, signal.SIGKILL)
+
+    def rejoin(self, old: str | None, leader: str | None, agent: RuntimeAgent) -> dict[str, Any]:
+        """Start the old leader again; whether it follows ``leader`` and holds exactly its rows."""
+        result: dict[str, Any] = {"old_leader_rejoined": False, "same_history": False, "rewound": False}
+        if old is None or leader is None:
+            return result
+        log = self.directory / "log" / f"{old}.log"
+        offset = log.stat().st_size if log.exists() else 0
+        started = time.monotonic()
+        self.release(old)
+
+        def following() -> bool:
+            members = {m["name"]: m for m in self.members()}
+            mine, theirs = members.get(old, {}), members.get(leader, {})
+            return (
+                mine.get("state") == "streaming"
+                and theirs.get("role") == "leader"
+                and mine.get("timeline") == theirs.get("timeline")
+            )
+
+        result["old_leader_rejoined"] = wait_for(following, SETTLE_S)
+        result["rejoin_s"] = round(time.monotonic() - started, 2)
+        with contextlib.suppress(OSError), log.open("rb") as handle:
+            handle.seek(offset)
+            result["rewound"] = b"pg_rewind" in handle.read()
+        if not result["old_leader_rejoined"]:
+            return result
+        # Caught up with the leader's position now, then the agent's rows compared on both nodes.
+        position = self.node_rows(leader, "SELECT pg_current_wal_lsn()::text")[0][0]
+        wait_for(
+            lambda: bool(self.node_rows(old, "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (position,))[0][0]), 60
+        )
+        divergence = {}
+        for model in (Message, MemoryRevision):
+            sql = f"SELECT id FROM {model._meta.db_table} WHERE agent_id = %s"
+            on_leader = {row[0] for row in self.node_rows(leader, sql, (agent.pk,))}
+            on_old = {row[0] for row in self.node_rows(old, sql, (agent.pk,))}
+            if on_leader != on_old:
+                divergence[model._meta.db_table] = {
+                    "only_on_old": sorted(on_old - on_leader)[:20],
+                    "only_on_leader": sorted(on_leader - on_old)[:20],
+                }
+        result["same_history"] = not divergence
+        result["divergence"] = divergence
+        return result
 
     def ingest_burst(self, secret: str, name: str, count: int) -> None:
         """``count`` messages in one ingest call (each one an outbox row and an embedding to compute)."""
@@ -319,6 +641,19 @@ class Cluster:
                 except ProcessLookupError:
                     pass
         return killed, mid_task
+
+
+def children(parent: int) -> list[int]:
+    """The pids whose parent is ``parent`` (a postmaster's backends and auxiliary processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            # Field 4 of /proc/<pid>/stat, after the parenthesised command name.
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry.name))
+    return found
 
 
 def new_agent(scenario: str) -> tuple[RuntimeAgent, str]:

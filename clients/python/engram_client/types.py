@@ -5,7 +5,7 @@ later is still reachable before this package names it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 #: A verb call as the rounds endpoint takes it: ``{"verb": "recall", "query": "..."}``. Calls are
 #: sent as given, so an argument the server adds passes through before this package names it.
@@ -32,18 +32,7 @@ BeliefType = Literal[
     "event",
 ]
 #: Every belief type, in the API's order.
-BELIEF_TYPES: tuple[BeliefType, ...] = (
-    "preference",
-    "user_model_attr",
-    "relationship",
-    "project_fact",
-    "decision",
-    "instruction",
-    "skill",
-    "resource",
-    "status",
-    "event",
-)
+BELIEF_TYPES: tuple[BeliefType, ...] = get_args(BeliefType)
 #: The most people one ``recall`` may name in ``subjects``.
 MAX_RECALL_SUBJECTS = 10
 

@@ -77,15 +77,15 @@ def about_you_reject(request: HttpRequest, revision_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def about_you_revoke(request: HttpRequest, grant_id: int) -> HttpResponse:
-    """Withdraw a sharing grant the person consented to. One they did not consent to (or none at all)
-    changes nothing and says so, the same words either way."""
+    """Withdraw a sharing grant the person consented to. The page offers the button only for those; any
+    other grant (someone else's consent, an operator's approval, or none at all) is a 404 exactly like
+    a missing one, and changes nothing."""
     try:
         grant = grant_revoke(grant_id=grant_id, user=signed_in(request))
-    except NotFound:
-        messages.error(request, "Nothing was changed: you can withdraw only a sharing you agreed to yourself.")
-    else:
-        messages.success(
-            request,
-            f"Stopped sharing [{short_id(grant.revision_id)}]: the agent no longer brings it into that conversation.",
-        )
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    messages.success(
+        request,
+        f"Stopped sharing [{short_id(grant.revision_id)}]: the agent no longer brings it into that conversation.",
+    )
     return HttpResponseRedirect(reverse("engram-about"))

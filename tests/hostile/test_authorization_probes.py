@@ -39,6 +39,8 @@ BODIES: dict[str, Any] = {
     "me-sharing-decision": lambda own: {"approve": True},
     "me-grants-revoke": lambda own: {},
     "engram-reject": lambda own: {"kind": "not_true"},
+    "engram-reject-written": lambda own: {"kind": "not_true"},
+    "engram-about-reject": lambda own: {"kind": "not_true"},
 }
 SKIPPED_PREFIXES = ("admin/",)
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -143,6 +145,8 @@ def world(db: None) -> World:
         "item_id": item.pk,
         "entry_id": MemoryRevision.objects.get(pk=int(memory_id.removeprefix("m:"), 16)).entry_id,
         "memory_id": memory_id,
+        # The revision both turns' ledgers name (written by the first, asked to be shared by the second).
+        "revision_id": int(memory_id.removeprefix("m:"), 16),
         "message_id": Message.objects.filter(agent=victim.agent, conversation__external_thread_id="dm-alice")
         .order_by("pk")
         .values_list("pk", flat=True)

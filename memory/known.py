@@ -4,7 +4,8 @@ A memory is on a signed-in person's page when all of these hold, decided in one 
 anything is listed (:func:`known_memories`):
 
 - it is **live**: its entry is not forgotten, the revision is the entry's current one, active or
-  provisional, valid now, and no other live entry has superseded it (the eligible set's own terms);
+  provisional, valid now, and no other live entry has superseded it (the eligible set's own terms,
+  ``eligibility.live_knowledge``);
 - it is **theirs**: its subject is one of their *selves*, or it rests on their words (its
   ``source_actor_ids`` overlap their selves). A person's selves on an agent are the actors their login
   is (``UserActor``) and the actors a verified, unrevoked ``IdentityLink`` of that agent joins to them,
@@ -50,6 +51,7 @@ from memory.models import (
     SharingGrant,
     short_id,
 )
+from memory.retrieval.eligibility import live_knowledge
 from memory.selectors import (
     CorrectionTarget,
     Viewer,
@@ -176,12 +178,7 @@ def _eligible(person: _Person, *, query: str = "", revision_id: int | None = Non
     sql = (
         "SELECT r.id, r.belief_type FROM memory_memoryentry e"
         " JOIN memory_memoryrevision r ON r.id = e.current_revision_id AND r.agent_id = e.agent_id"
-        " WHERE e.status = 'live' AND r.lifecycle IN ('active', 'provisional')"
-        " AND r.valid_from <= %(now)s AND (r.valid_to IS NULL OR r.valid_to > %(now)s)"
-        # A revision another live entry explicitly superseded is no longer current knowledge.
-        " AND NOT EXISTS (SELECT 1 FROM memory_memoryrevision s"
-        " JOIN memory_memoryentry se ON se.current_revision_id = s.id AND se.status = 'live'"
-        " WHERE s.supersedes_id = r.id AND s.entry_id <> r.entry_id)"
+        f" WHERE {live_knowledge('%(now)s')}"
         f" AND ({' OR '.join(per_agent)}){narrowing}"
         " ORDER BY array_position(%(kinds)s::text[], r.belief_type::text), r.recorded_at DESC, r.id DESC"
     )

@@ -166,6 +166,23 @@ UNKNOWN_PROVENANCE_SQL = (
 )
 
 
+def live_knowledge(at: str, *, include_provisional: bool = True) -> str:
+    """The terms that make an entry ``e`` and its current revision ``r`` live knowledge at ``at`` (an SQL
+    placeholder): the entry not forgotten, the revision active (or provisional, when included) and valid
+    then, and no other live entry superseding it. The eligible set's own terms; a reader that lists
+    live memories some other way (the person's "what the agent knows about you") narrows with these."""
+    allowed = "('active', 'provisional')" if include_provisional else "('active')"
+    return (
+        "e.status = 'live'"
+        f" AND r.lifecycle IN {allowed}"
+        f" AND r.valid_from <= {at} AND (r.valid_to IS NULL OR r.valid_to > {at})"
+        # A revision another live entry explicitly superseded is no longer current knowledge.
+        " AND NOT EXISTS (SELECT 1 FROM memory_memoryrevision s"
+        " JOIN memory_memoryentry se ON se.current_revision_id = s.id AND se.status = 'live'"
+        " WHERE s.supersedes_id = r.id AND s.entry_id <> r.entry_id)"
+    )
+
+
 @dataclass(frozen=True)
 class EligibleRevisions:
     """The eligible base set for one perspective, as an SQL subquery with named parameters.
@@ -238,19 +255,11 @@ class EligibleRevisions:
                 "e.created_at <= %(el_known_at)s AND (e.forgotten_at IS NULL OR e.forgotten_at > %(el_known_at)s)"
             )
             lifecycle = "TRUE" if self.include_provisional else "r.lifecycle <> 'provisional'"
+            state = f"{entry_state} AND {lifecycle}"
         else:
-            entry_state = "e.status = 'live'"
-            allowed = "('active', 'provisional')" if self.include_provisional else "('active')"
-            lifecycle = (
-                f"r.lifecycle IN {allowed}"
-                " AND r.valid_from <= %(el_as_of)s AND (r.valid_to IS NULL OR r.valid_to > %(el_as_of)s)"
-                # A revision another live entry explicitly superseded is no longer current knowledge.
-                " AND NOT EXISTS (SELECT 1 FROM memory_memoryrevision s"
-                " JOIN memory_memoryentry se ON se.current_revision_id = s.id AND se.status = 'live'"
-                " WHERE s.supersedes_id = r.id AND s.entry_id <> r.entry_id)"
-            )
+            state = live_knowledge("%(el_as_of)s", include_provisional=self.include_provisional)
         return (
-            f"e.agent_id = %(el_agent)s AND {entry_state} AND {lifecycle}"
+            f"e.agent_id = %(el_agent)s AND {state}"
             " AND (r.restricted_to_conversation_id IS NULL OR r.restricted_to_conversation_id = %(el_conversation)s)"
             " AND (r.portability <> 'local' OR r.origin_scope = '' OR r.origin_scope = %(el_project)s"
             " OR r.subject_id = ANY(%(el_named_subjects)s::bigint[]))"

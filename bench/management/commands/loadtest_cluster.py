@@ -29,6 +29,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from bench.harness.corpus import settle
+from bench.harness.machine import cpu_probe_seconds
 from bench.harness.server import served_process
 from bench.harness.stats import percentile
 from bench.management.commands.loadtest import Command as LoadtestCommand
@@ -107,8 +108,10 @@ class Command(BaseCommand):
         locust = LocustRun(base_url, plan_path, folder, options["wait"], options["think"])
         if options["warmup"]:
             locust.run("warmup", min(options["users"], 16), options["warmup"], options["spawn_rate"])
+        # The machine's speed beside each measured run, as every benchmark here prints it.
+        probe_before = cpu_probe_seconds()
         result = locust.run("measured", options["users"], options["duration"], options["spawn_rate"])
-        reporter.report(result, options["users"], probe={"before": 0.0, "after": 0.0})
+        reporter.report(result, options["users"], probe={"before": probe_before, "after": cpu_probe_seconds()})
         return result
 
 

@@ -88,21 +88,26 @@ _NUMBER = r"(a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d{1,2}|a cou
 _WEEKDAY = "(" + "|".join([*WEEKDAYS, *WEEKDAY_ABBREVIATIONS]) + r")\.?"
 _MONTH = "(" + "|".join(MONTHS) + ")"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"((?:19|20)\d\d)"
+#: A year as a text writes it (1900-2099), one group.
+YEAR = r"((?:19|20)\d\d)"
 _I = re.IGNORECASE
 
-# Most specific first; each match is taken out of the text before the next pattern reads it, so that
-# "the day before yesterday" is not also "yesterday", nor "8 May, 2023" also May and 2023.
-_ABSOLUTE: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH},? ?{_YEAR}\b"), ("day", "month", "year")),
-    (re.compile(rf"\b{_MONTH} {_DAY},? ?{_YEAR}\b"), ("month", "day", "year")),
-    (re.compile(rf"\b{_MONTH},? (?:of )?{_YEAR}\b"), ("month", "year")),
+#: Calendar dates that name a month, most specific first, each with the fields its groups hold. Each
+#: match is taken out of the text before the next pattern reads it, so that "8 May, 2023" names one
+#: day, not also the month of May and the whole of 2023 (a query's dates read them too).
+MONTH_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH},? ?{YEAR}\b"), ("day", "month", "year")),
+    (re.compile(rf"\b{_MONTH} {_DAY},? ?{YEAR}\b"), ("month", "day", "year")),
+    (re.compile(rf"\b{_MONTH},? (?:of )?{YEAR}\b"), ("month", "year")),
     (re.compile(rf"\b{_DAY} (?:of )?{_MONTH}\b"), ("day", "month")),
     (re.compile(rf"\b{_MONTH} {_DAY}\b(?!:)"), ("month", "day")),
     # "May I ...", "May we ...": the verb, not the month.
     (re.compile(rf"\b{_MONTH}\b(?! (?:I|we|you|he|she|they|it)\b)"), ("month",)),
-    (re.compile(rf"\b(?:in|since|of|from|back in|until) {_YEAR}\b"), ("year",)),
 )
+# In a message, a bare number such as "2000" is as often a count as a year: only one a preposition
+# introduces is read as a year. As everywhere here, the relative times are read first ("the day before
+# yesterday" is not also "yesterday").
+_ABSOLUTE = (*MONTH_PATTERNS, (re.compile(rf"\b(?:in|since|of|from|back in|until) {YEAR}\b"), ("year",)))
 _DAY_WORDS = {
     "the day before yesterday": -2,
     "the day after tomorrow": 2,

@@ -115,6 +115,8 @@ def encode(question: RecordedQuestion) -> dict[str, Any]:
                 [date.year, date.month, date.day, _moment(date.start), _moment(date.end)] for date in signals.dates
             ],
             "lengths": {str(message_id): length for message_id, length in signals.lengths.items()},
+            "asks_when": signals.asks_when,
+            "timed": sorted(signals.timed),
         },
     }
 
@@ -138,6 +140,8 @@ def _decode_signals(signals: Mapping[str, Any] | None) -> Signals | None:
             for year, month, day, start, end in signals["dates"]
         ),
         lengths={int(message_id): length for message_id, length in signals["lengths"].items()},
+        asks_when=bool(signals["asks_when"]),
+        timed=frozenset(signals["timed"]),
     )
 
 

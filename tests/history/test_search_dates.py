@@ -1,4 +1,5 @@
-"""History search's query forming reads the dates a query names, and ranking lifts what was written then."""
+"""History search's query forming reads the dates a query names, and ranking lifts what was written then
+and, for a question asking when, what tells a time."""
 
 from __future__ import annotations
 
@@ -50,3 +51,20 @@ def test_a_named_date_reorders_the_pool_and_adds_nothing() -> None:
     scored = score_candidates([other, then], signals)
     assert [message_id for _, message_id, _ in scored] == [1, 2]
     assert scored[0][2]["date"] == 1.0 and scored[1][2]["date"] == 0.0
+
+
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def candidate(message_id: int, match: float, created_at: datetime = MAY_8) -> Candidate:
+    return Candidate(message_id=message_id, conversation_id=1, actor_id=None, created_at=created_at, match=match)
+
+
+def test_a_question_asking_when_lifts_a_line_that_tells_a_time() -> None:
+    """ "When did Caroline go to the support group?" is answered by the line that says "yesterday": of two
+    close matches, the one that tells a time comes first; a question that does not ask when is unmoved."""
+    timed, plain = candidate(1, 0.45), candidate(2, 0.55)
+    asking = ranking_signals(NOW, asks_when=True, timed=frozenset({1}))
+    assert [message_id for _, message_id, _ in score_candidates([plain, timed], asking)] == [1, 2]
+    not_asking = ranking_signals(NOW, asks_when=False, timed=frozenset({1}))
+    assert [message_id for _, message_id, _ in score_candidates([plain, timed], not_asking)] == [2, 1]

@@ -95,7 +95,7 @@ def room() -> Room:
 
 
 def test_the_policy_is_versioned_and_every_feature_is_weighted() -> None:
-    assert POLICY_VERSION == "history@5"
+    assert POLICY_VERSION == "history@6"
     assert set(FEATURES) == set(WEIGHTS)
 
 

@@ -11,10 +11,12 @@ documents. The semantic arm (a provider) proposes candidates beside it and the t
 reciprocal rank. People the query names (resolved through the perspective's own actors, as the actor
 filter is) are matched as the authors of messages rather than as words. Structural filters (actor,
 conversation, connector, time range) only narrow, and an actor filter that does not resolve in the
-perspective returns nothing. Ranking (history@5) adds: authorship by a named person; exchange context
+perspective returns nothing. Ranking (history@6) adds: authorship by a named person; exchange context
 (the summed match of a message's eligible neighbours, two a side, the second at half weight, since a
 question and its answer are adjacent and often only one shares the query's words); the dates the query
-names (a day, month, year or relative span, matched against when each message was written); the sitting
+names (a day, month, year or relative span, matched against when each message was written); for a
+question asking when (or how long), the lines that tell a time ("yesterday", "last week", "in May",
+"two years ago": :mod:`memory.retrieval.dates`, read only for the pool's own members); the sitting
 (a run of one conversation's pool members without a long gap) that holds the most of the strongest
 matches; a line's length as a share of the pool's average (a one-line reaction rarely holds an answer);
 recency, same actor, same conversation, a small boost for rooms the requester spoke in, and a demotion
@@ -36,7 +38,8 @@ the search audit records how many were withheld and their ids (``blocked_count``
 ``blocked_message_ids``).
 
 The package is split by idea: :mod:`.query` (the query, its filters, the people and dates it names),
-:mod:`.candidates` (the lexical scan, provider re-validation and the lookups ranking reads),
+:mod:`.candidates` (the lexical scan, provider re-validation and the lookups ranking reads), :mod:`.times`
+(which of the pool's own lines tell a time),
 :mod:`.ranking` (the policy: a pure function of the pool), :mod:`.assembly` (hydration, evidence, audit)
 and :mod:`.search` (the service that runs them in order). Importers use the names re-exported here.
 """

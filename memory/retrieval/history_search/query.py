@@ -8,7 +8,6 @@ Filters are SQL that may only narrow (``AND ...``); a filter that does not resol
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ from django.db.models import Q
 from accounts.models import Actor
 from accounts.selectors import actors_named_in
 from config.errors import Unprocessable
+from memory.retrieval.dates import MONTH_PATTERNS, MONTHS, YEAR
 from memory.retrieval.eligibility import Perspective, linked_actors
 from memory.retrieval.query import FUNCTION_WORDS, WORD, content_terms, named_actor_ids
 
@@ -136,23 +136,9 @@ def match_text(text: str, named: dict[int, tuple[str, ...]]) -> str:
     return stripped if content_terms(stripped) else text
 
 
-#: Month names as a query writes them, capitalised ("May" the month, not "may" the verb).
-MONTHS = {name: number for number, name in enumerate(calendar.month_name) if name}
-_MONTH = "(" + "|".join(MONTHS) + ")"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"((?:19|20)\d\d)"
-#: Most specific first; each match is taken out of the text before the next pattern reads it, so that
-#: "8 May, 2023" names one day, not also the month of May and the whole of 2023.
-_DATE_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH},? ?{_YEAR}\b"), ("day", "month", "year")),
-    (re.compile(rf"\b{_MONTH} {_DAY},? ?{_YEAR}\b"), ("month", "day", "year")),
-    (re.compile(rf"\b{_MONTH},? (?:of )?{_YEAR}\b"), ("month", "year")),
-    (re.compile(rf"\b{_DAY} (?:of )?{_MONTH}\b"), ("day", "month")),
-    (re.compile(rf"\b{_MONTH} {_DAY}\b(?!:)"), ("month", "day")),
-    # "May I ...", "May we ...": the verb, not the month.
-    (re.compile(rf"\b{_MONTH}\b(?! (?:I|we|you|he|she|they|it)\b)"), ("month",)),
-    (re.compile(rf"\b{_YEAR}\b"), ("year",)),
-)
+#: The calendar dates a query names, most specific first (shared with what a message's own words say
+#: of time), then a bare year: in a question, "2023" is a year.
+_DATE_PATTERNS = (*MONTH_PATTERNS, (re.compile(rf"\b{YEAR}\b"), ("year",)))
 #: Relative times, resolved against the moment of the search: (days back the span starts, days back it ends).
 _RELATIVE = {
     "today": (0, 0),

@@ -12,6 +12,7 @@ from django.utils import timezone
 from config.replica import routed_read
 from history.models import Turn
 from memory.embeddings.search import semantic_providers
+from memory.retrieval.dates import asks_when
 from memory.retrieval.eligibility import EligibleMessages, Perspective
 from memory.retrieval.history_search.assembly import (
     MESSAGES_PER_HIT,
@@ -48,6 +49,7 @@ from memory.retrieval.history_search.ranking import (
     lexical_order,
     score_candidates,
 )
+from memory.retrieval.history_search.times import timed_lines
 from memory.retrieval.providers import ProviderCall, run_providers, unranked_by_arm
 
 
@@ -211,6 +213,8 @@ def rank_transcript(
             )
         neighbours.setdefault(pair.source_id, []).append((pair.message_id, pair.distance))
     now = timezone.now()
+    asking = asks_when(text)
+    timed = timed_lines(agent_id=perspective.agent_id, message_ids=candidates.keys(), asks_when=asking)
     signals = Signals(
         requester_ids=frozenset(requester_ids),
         named_ids=frozenset(named),
@@ -225,6 +229,8 @@ def rank_transcript(
         neighbours={source: tuple(ids) for source, ids in neighbours.items()},
         dates=named_dates(text, now),
         lengths={message_id: document.length for message_id, document in documents.items()},
+        asks_when=asking,
+        timed=timed,
     )
     chosen = score_candidates(list(candidates.values()), signals, limit=limit)
     return RankedTranscript(

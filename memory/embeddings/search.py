@@ -28,7 +28,6 @@ from django.db.models.expressions import RawSQL
 from pgvector import Vector
 from pgvector.django import CosineDistance, VectorField
 
-from config.database.base import prepared_cursor
 from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
 from memory.models import EmbeddingGeneration, MessageEmbedding, RevisionEmbedding, typed_vector
@@ -81,16 +80,6 @@ def agent_vectors_sql(
     sql, params = vectors[:limit].query.sql_with_params()
     assert not params, "every value is a named parameter"
     return sql
-
-
-@functools.cache
-def _unindexed_sql(table: type[RevisionEmbedding] | type[MessageEmbedding], key: str) -> str:
-    """Those of the ids given (an array, the first parameter) with no vector in ``table`` of the
-    generation given (the second)."""
-    return (
-        "SELECT t.id FROM unnest(%s::bigint[]) AS t(id) WHERE NOT EXISTS ("
-        f"SELECT 1 FROM {table._meta.db_table} v WHERE v.{key} = t.id AND v.generation_id = %s)"
-    )
 
 
 class _Semantic:
@@ -161,13 +150,14 @@ class _Semantic:
         )
         return sql, self._params(params, agent_id=agent_id, query=query, limit=limit)
 
-    def unindexed(self, target_ids: Sequence[int]) -> set[int]:
-        """The ids among ``target_ids`` with no vector in this generation yet: a text written a moment
-        ago, which the worker has not embedded, cannot be ranked by this arm at all (one probe of the
-        vectors' unique index per id)."""
-        with prepared_cursor() as cursor:
-            cursor.execute(_unindexed_sql(self.table, self.key), [list(target_ids), self.generation.pk])
-            return {int(row[0]) for row in cursor.fetchall()}
+    def indexed_sql(self, target: str) -> str:
+        """True when this generation holds a vector for the text whose id is ``target``: a text written
+        a moment ago, which the worker has not embedded, cannot be ranked by this arm at all (one probe
+        of the vectors' unique index)."""
+        return (
+            f"EXISTS (SELECT 1 FROM {self.table._meta.db_table} v"
+            f" WHERE v.{self.key} = {target} AND v.generation_id = {int(self.generation.pk)})"
+        )
 
     def _search(
         self, *, eligible_sql: str, params: dict[str, Any], agent_id: int, query: Sequence[float], limit: int

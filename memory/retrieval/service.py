@@ -163,6 +163,7 @@ def recall(
         boosts_as_arms=profile == "core",
         lexical=lexical,
         provided=outcome.hits,
+        indexed=[] if query.empty else [p for p in providers if p.name not in outcome.failed],
     )
     hits, withheld_unknown = arms.hits, arms.withheld_unknown
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3), **outcome.latency_ms}
@@ -178,7 +179,7 @@ def recall(
     sourced = SourceMessages.name in arms_run
     # A memory written a moment ago has no vector until the worker embeds it: the semantic arm cannot
     # rank it, so it is matched over the arms that can (``Scorer.match``), never read as a poor match.
-    unranked = {} if query.empty else unranked_by_arm(providers, arms_run, hits, pool)
+    unranked = {} if query.empty else unranked_by_arm(arms_run, hits, arms.unindexed)
     scorer = Scorer(
         query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now, unranked=unranked
     )

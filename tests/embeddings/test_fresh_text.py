@@ -6,6 +6,8 @@ Here the worker never runs on its own: ``drain`` embeds what is pending when the
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from history.models import Message
 from memory.embeddings.index import drain_outbox
@@ -91,6 +93,32 @@ def test_a_memory_not_yet_embedded_is_recalled_first_for_its_rare_word(ws: Works
 
     assert revision_ids(after) == revision_ids(before)
     assert after.items[0].arms == ["lexical", "semantic"]
+
+
+def statements_reading(captured: CaptureQueriesContext, table: str) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if table in q["sql"]]
+
+
+def test_which_texts_lack_a_vector_is_read_with_the_candidates(ws: Workspace) -> None:
+    """The fresh-line rule costs no round trip of its own: the vectors are read by the semantic arm's
+    search and, for the rule, by the statement that reads the candidates (recall's arms statement,
+    history search's scan), and by no other statement."""
+    for body in LOOK_ALIKES:
+        ws.remember(body, said_in=ws.general, by=ws.alice)
+    drain()
+    fresh = ws.remember(FRESH, said_in=ws.general, by=ws.alice)
+
+    with CaptureQueriesContext(connection) as recalled:
+        result = ws.ask(ws.bob_dm, ws.bob, QUESTION)
+    with CaptureQueriesContext(connection) as searched:
+        found = search_from_outside(ws)
+
+    assert revision_ids(result)[0] == fresh.pk and result.items[0].components["match"] == 1.0
+    assert found.hits and found.degradation == ""
+    recall_reads = statements_reading(recalled, RevisionEmbedding._meta.db_table)
+    assert len(recall_reads) == 2 and "conflict_partners" in recall_reads[1]
+    search_reads = statements_reading(searched, MessageEmbedding._meta.db_table)
+    assert len(search_reads) == 2 and "DECLARE" in search_reads[0]
 
 
 def test_only_an_arm_that_cannot_rank_a_text_leaves_its_scale() -> None:

@@ -150,9 +150,13 @@ def rank_transcript(
     counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
     # Every admitted row's document as BM25 reads it, read by the statement that admitted the row.
     documents: dict[int, PoolDocument] = {}
+    # Which pool rows an indexed arm cannot rank yet: the scan reads it with each row. A proposal is a
+    # text its provider's index holds (the semantic arm is the one indexed arm), so what the providers
+    # propose needs no such reading.
+    unindexed: dict[int, list[str]] = {}
     if lexical:
-        scanned = lexical_pool(eligible, structural, {**params, "q_text": matched})
-        counts, documents = scanned.counts, scanned.documents
+        scanned = lexical_pool(eligible, structural, {**params, "q_text": matched}, indexed=providers)
+        counts, documents, unindexed = scanned.counts, scanned.documents, scanned.unindexed
         ranks["lexical"] = {}
         for rank, row in enumerate(scanned.ranked, start=1):
             ranks["lexical"][row[0]] = rank
@@ -187,7 +191,7 @@ def rank_transcript(
     relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers if p.name not in outcome.failed)]
     # A message written a moment ago has no vector until the worker embeds it: the semantic arm cannot
     # rank it, so it is matched over the arms that can (``fused_match``), never read as a poor match.
-    unranked = unranked_by_arm(providers, relevance_arms, outcome.hits, rows.keys())
+    unranked = unranked_by_arm(relevance_arms, outcome.hits, unindexed)
     candidates = {
         message_id: Candidate(
             message_id=message_id,

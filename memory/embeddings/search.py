@@ -19,7 +19,9 @@ placeholders too and the compiled text is embedded as it is.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import connection
@@ -45,6 +47,25 @@ SIMILARITY_FLOOR = 0.30
 #: question than whole statements do, and history search fuses arms by rank, so a lower floor only
 #: widens the candidates that ranking (authors, exchange context) can reorder.
 MESSAGE_SIMILARITY_FLOOR = 0.15
+
+
+#: The query vectors computed within one read (:func:`shared_query_vectors`), by model and text.
+_query_vectors: ContextVar[dict[tuple[str, str], list[float]] | None] = ContextVar("query_vectors", default=None)
+
+
+@contextmanager
+def shared_query_vectors() -> Iterator[None]:
+    """Within the block, a text is embedded once however many semantic arms search for it: memory
+    recall's own and its source arm's (history search's, for the same question). The vectors are
+    forgotten when the block ends, with the read; a block inside another shares the outer one's."""
+    if _query_vectors.get() is not None:
+        yield
+        return
+    token = _query_vectors.set({})
+    try:
+        yield
+    finally:
+        _query_vectors.reset(token)
 
 
 def _param(name: str, field: Field[Any, Any]) -> RawSQL:
@@ -93,9 +114,16 @@ class _Semantic:
         self.generation = generation
 
     def _query_vector(self, text: str) -> list[float]:
+        shared = _query_vectors.get()
+        key = (self.generation.model_name, text)
+        if shared is not None and key in shared:
+            return shared[key]
         # pgvector writes each component with str(float): rounded to seven decimals (well inside the
         # model's own precision) a query vector is sent as about 4 kB of text instead of 7.6 kB.
-        return [round(v, 7) for v in embedding_model(self.generation.model_name).embed([text])[0].tolist()]
+        vector = [round(v, 7) for v in embedding_model(self.generation.model_name).embed([text])[0].tolist()]
+        if shared is not None:
+            shared[key] = vector
+        return vector
 
     def _params(self, params: dict[str, Any], *, agent_id: int, query: Sequence[float], limit: int) -> dict[str, Any]:
         return {

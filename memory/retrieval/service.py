@@ -19,7 +19,7 @@ from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from config.replica import routed_read
 from history.models import Session, Turn
-from memory.embeddings.search import semantic_providers
+from memory.embeddings.search import semantic_providers, shared_query_vectors
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, TypedRevisions, sql_arms
@@ -148,12 +148,16 @@ def recall(
         now=now,
         belief_types=query.belief_types,
     )
-    outcome = run_providers(
-        []
-        if query.empty
-        else [ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers],
-        cap=ARM_CAP,
-    )
+    # The semantic arm and the source arm's history search embed the same question: once.
+    with shared_query_vectors():
+        outcome = run_providers(
+            []
+            if query.empty
+            else [
+                ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers
+            ],
+            cap=ARM_CAP,
+        )
     degradation = ",".join(d for d in (unavailable if not query.empty else "", outcome.degradation) if d)
     arm_started = time.perf_counter()
     arms = sql_arms(

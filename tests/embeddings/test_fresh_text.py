@@ -5,12 +5,17 @@ Here the worker never runs on its own: ``drain`` embeds what is pending when the
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from history.models import Message
+from memory.embeddings import search as semantic_search
 from memory.embeddings.index import drain_outbox
+from memory.embeddings.model import embedding_model
 from memory.models import MessageEmbedding, RevisionEmbedding
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, HistoryResult, search_history
@@ -133,3 +138,29 @@ def test_only_an_arm_that_cannot_rank_a_text_leaves_its_scale() -> None:
     assert fused_match(1, ranks, arms, {"semantic": {1}}) == 1.0
     assert fused_match(2, ranks, arms, {"semantic": {1}}) == fused_match(2, ranks, arms)
     assert fused_match(1, ranks, arms, {"semantic": {1}, "lexical": {1}}) == 0.0
+
+
+def test_a_recall_embeds_its_question_once_for_its_own_and_its_source_arm(
+    ws: Workspace, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory recall's semantic arm and its source arm's history search (its semantic arm) search for the
+    same question: the model embeds it once per recall, and again for the next recall (nothing is kept
+    beyond the read)."""
+    settings.ENGRAM_RECALL_SOURCE_ARM = True
+    ws.remember(FRESH, said_in=ws.general, by=ws.alice)
+    drain()
+    model = embedding_model()
+    embedded: list[str] = []
+
+    class Counting:
+        def embed(self, texts: list[str]) -> np.ndarray:
+            embedded.extend(texts)
+            return model.embed(texts)
+
+    monkeypatch.setattr(semantic_search, "embedding_model", lambda name=None: Counting())
+
+    first = ws.ask(ws.bob_dm, ws.bob, QUESTION)
+    assert first.degradation == "" and {"semantic", "source"} <= {arm for i in first.items for arm in i.arms}
+    assert embedded == [QUESTION]
+    ws.ask(ws.bob_dm, ws.bob, QUESTION)
+    assert embedded == [QUESTION, QUESTION]

@@ -84,8 +84,8 @@ _POOL_DOCUMENT = """LEFT JOIN LATERAL (
 _SCAN = """
 DECLARE {cursor} NO SCROLL CURSOR FOR
 WITH {query_terms}
-SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}, document.length, document.terms,
-       {unindexed} AS unindexed
+SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}, {unindexed} AS unindexed,
+       document.length, document.terms
 FROM (
     SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex,
            matches.document_tid, judged.verdict, {counted}, lead(matches.message_id) OVER scan IS NULL AS last
@@ -183,8 +183,8 @@ def lexical_pool(
     return LexicalPool(
         ranked=[row[:4] for row in pool],
         counts=counts,
-        documents=_documents((row[0], *row[-3:-1]) for row in admitted),
-        unindexed={row[0]: row[-1] for row in admitted if row[-1]},
+        documents=_documents((row[0], *row[-2:]) for row in admitted),
+        unindexed={row[0]: row[-3] for row in admitted if row[-3]},
     )
 
 

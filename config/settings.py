@@ -266,9 +266,9 @@ ENGRAM_EMBEDDING_MODEL = os.environ.get("ENGRAM_EMBEDDING_MODEL", "all-MiniLM-L6
 ENGRAM_EMBEDDING_THREADS = int(os.environ.get("ENGRAM_EMBEDDING_THREADS", "1"))
 ENGRAM_EMBEDDING_BATCH = int(os.environ.get("ENGRAM_EMBEDDING_BATCH", "64"))
 # Memory recall's source arm (memory/retrieval/sources.py): memories found through the messages they were
-# learned from. Off by default: it runs a history search in every recall, which raised recall quality on
-# LoCoMo (observations recall@10 0.601 -> 0.670) and the whole HTTP turn's median 1.6 times over
-# (docs/quality.md, docs/performance.md).
+# learned from. Off by default: it runs history search's ranking in every recall, which raises recall
+# quality on LoCoMo (observations recall@10 0.601 -> 0.669) and recall's p95 1.86 times over, the whole
+# HTTP turn's 1.14-1.28 times (docs/quality.md, "The source arm"), beyond issue #55's budgets (1.2, 1.10).
 ENGRAM_RECALL_SOURCE_ARM = _env_bool("ENGRAM_RECALL_SOURCE_ARM", False)
 # Ask a worker to embed right after each write commits (the periodic drain runs regardless).
 ENGRAM_NOTIFY_INDEXER = _env_bool("ENGRAM_NOTIFY_INDEXER", True)

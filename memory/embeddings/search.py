@@ -19,7 +19,9 @@ placeholders too and the compiled text is embedded as it is.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import connection
@@ -28,7 +30,6 @@ from django.db.models.expressions import RawSQL
 from pgvector import Vector
 from pgvector.django import CosineDistance, VectorField
 
-from config.database.base import prepared_cursor
 from memory.embeddings.index import live_generation, semantic_enabled
 from memory.embeddings.model import embedding_model
 from memory.models import EmbeddingGeneration, MessageEmbedding, RevisionEmbedding, typed_vector
@@ -46,6 +47,25 @@ SIMILARITY_FLOOR = 0.30
 #: question than whole statements do, and history search fuses arms by rank, so a lower floor only
 #: widens the candidates that ranking (authors, exchange context) can reorder.
 MESSAGE_SIMILARITY_FLOOR = 0.15
+
+
+#: The query vectors computed within one read (:func:`shared_query_vectors`), by model and text.
+_query_vectors: ContextVar[dict[tuple[str, str], list[float]] | None] = ContextVar("query_vectors", default=None)
+
+
+@contextmanager
+def shared_query_vectors() -> Iterator[None]:
+    """Within the block, a text is embedded once however many semantic arms search for it: memory
+    recall's own and its source arm's (history search's, for the same question). The vectors are
+    forgotten when the block ends, with the read; a block inside another shares the outer one's."""
+    if _query_vectors.get() is not None:
+        yield
+        return
+    token = _query_vectors.set({})
+    try:
+        yield
+    finally:
+        _query_vectors.reset(token)
 
 
 def _param(name: str, field: Field[Any, Any]) -> RawSQL:
@@ -83,16 +103,6 @@ def agent_vectors_sql(
     return sql
 
 
-@functools.cache
-def _unindexed_sql(table: type[RevisionEmbedding] | type[MessageEmbedding], key: str) -> str:
-    """Those of the ids given (an array, the first parameter) with no vector in ``table`` of the
-    generation given (the second)."""
-    return (
-        "SELECT t.id FROM unnest(%s::bigint[]) AS t(id) WHERE NOT EXISTS ("
-        f"SELECT 1 FROM {table._meta.db_table} v WHERE v.{key} = t.id AND v.generation_id = %s)"
-    )
-
-
 class _Semantic:
     name = "semantic"
     in_database = True
@@ -104,9 +114,16 @@ class _Semantic:
         self.generation = generation
 
     def _query_vector(self, text: str) -> list[float]:
+        shared = _query_vectors.get()
+        key = (self.generation.model_name, text)
+        if shared is not None and key in shared:
+            return shared[key]
         # pgvector writes each component with str(float): rounded to seven decimals (well inside the
         # model's own precision) a query vector is sent as about 4 kB of text instead of 7.6 kB.
-        return [round(v, 7) for v in embedding_model(self.generation.model_name).embed([text])[0].tolist()]
+        vector = [round(v, 7) for v in embedding_model(self.generation.model_name).embed([text])[0].tolist()]
+        if shared is not None:
+            shared[key] = vector
+        return vector
 
     def _params(self, params: dict[str, Any], *, agent_id: int, query: Sequence[float], limit: int) -> dict[str, Any]:
         return {
@@ -161,13 +178,14 @@ class _Semantic:
         )
         return sql, self._params(params, agent_id=agent_id, query=query, limit=limit)
 
-    def unindexed(self, target_ids: Sequence[int]) -> set[int]:
-        """The ids among ``target_ids`` with no vector in this generation yet: a text written a moment
-        ago, which the worker has not embedded, cannot be ranked by this arm at all (one probe of the
-        vectors' unique index per id)."""
-        with prepared_cursor() as cursor:
-            cursor.execute(_unindexed_sql(self.table, self.key), [list(target_ids), self.generation.pk])
-            return {int(row[0]) for row in cursor.fetchall()}
+    def indexed_sql(self, target: str) -> str:
+        """True when this generation holds a vector for the text whose id is ``target``: a text written
+        a moment ago, which the worker has not embedded, cannot be ranked by this arm at all (one probe
+        of the vectors' unique index)."""
+        return (
+            f"EXISTS (SELECT 1 FROM {self.table._meta.db_table} v"
+            f" WHERE v.{self.key} = {target} AND v.generation_id = {int(self.generation.pk)})"
+        )
 
     def _search(
         self, *, eligible_sql: str, params: dict[str, Any], agent_id: int, query: Sequence[float], limit: int

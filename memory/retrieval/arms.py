@@ -19,7 +19,7 @@ from django.db import connection
 from history.models import agent_terms_match
 from memory.retrieval.candidates import EVIDENCE_SUMMARY, HYDRATED_COLUMNS, Candidate, candidate_reader
 from memory.retrieval.eligibility import ELIGIBLE_ROWS, EligibleRevisions
-from memory.retrieval.providers import ArmHit
+from memory.retrieval.providers import ArmHit, unindexed_column
 from memory.retrieval.query import RecallQuery
 
 ARM_CAP = 200
@@ -36,8 +36,9 @@ LEXICAL_RANK = "ts_rank(d.tsv, q.q)"
 #: The lexical match, through the sidecar's agent-qualified terms index.
 TERMS_MATCH = agent_terms_match("%(el_agent)s", "%(q_text)s")
 #: Leading columns of an arms row: the withheld count, then a revision's arms and its ranks and
-#: scores in them (arrays); the revision's hydrated columns follow.
-HIT_COLUMNS = 4
+#: scores in them (arrays), and the indexed arms whose index does not hold it yet; the revision's
+#: hydrated columns follow.
+HIT_COLUMNS = 5
 
 #: Statements that ask about ownership: "has", "owns", "drives", "uses", without a negated or past form.
 OWNERSHIP_PATTERN = r"\m(has|have|owns|own|drives|drive|uses|use|rides)\M"
@@ -80,6 +81,8 @@ class ArmsResult:
     #: Every hit, hydrated through the eligible set in the same statement.
     pool: dict[int, Candidate]
     withheld_unknown: int
+    #: Each hit's indexed arms (``indexed``) whose index does not hold it yet; only ids with any.
+    unindexed: dict[int, list[str]]
 
 
 class CandidateProvider(Protocol):
@@ -100,6 +103,7 @@ def sql_arms(
     boosts_as_arms: bool = False,
     lexical: bool = True,
     provided: Sequence[ArmHit] = (),
+    indexed: Sequence[object] = (),
 ) -> ArmsResult:
     """Run every applicable SQL arm in one statement: the hits, hydrated, and the unknown-withheld count.
 
@@ -113,6 +117,10 @@ def sql_arms(
     (the snapshot's core profile, which has no relevance requirement).
 
     ``delta_after`` adds the delta arm: beliefs written after a session snapshot's watermark.
+
+    ``indexed`` are the providers that ran and can rank only what their index holds
+    (:class:`memory.retrieval.providers.IndexedArm`): each hit is read with those whose index does not
+    hold it yet, in the same statement (the fresh-line rule costs no round trip of its own).
     """
     params: dict[str, Any] = {
         **eligible.params(),
@@ -223,7 +231,8 @@ def sql_arms(
         f"hits(arm, revision_id, rank, score) AS ({union}), "
         "by_revision AS (SELECT revision_id, array_agg(arm) AS arms, array_agg(rank) AS ranks,"
         " array_agg(score) AS scores FROM hits GROUP BY revision_id), "
-        f"hydrated AS (SELECT h.arms, h.ranks, h.scores, {HYDRATED_COLUMNS}"
+        f"hydrated AS (SELECT h.arms, h.ranks, h.scores, {unindexed_column(indexed, 'el.revision_id')} AS unindexed,"
+        f" {HYDRATED_COLUMNS}"
         f" FROM by_revision h JOIN ({ELIGIBLE_ROWS}) el ON el.revision_id = h.revision_id {EVIDENCE_SUMMARY}) "
         "SELECT w.withheld, hydrated.* "
         f"FROM (SELECT {withheld} AS withheld) w LEFT JOIN hydrated ON TRUE"
@@ -234,15 +243,18 @@ def sql_arms(
         rows = cursor.fetchall()
     hits: list[ArmHit] = []
     pool: dict[int, Candidate] = {}
+    unindexed: dict[int, list[str]] = {}
     for row in rows:
-        arms, ranks, scores = row[1:HIT_COLUMNS]
+        arms, ranks, scores, not_indexed = row[1:HIT_COLUMNS]
         if arms is None:
             continue
         candidate = read(row[HIT_COLUMNS:])
         pool[candidate.revision_id] = candidate
+        if not_indexed:
+            unindexed[candidate.revision_id] = not_indexed
         hits.extend(
             ArmHit(arm, candidate.revision_id, int(rank), float(score))
             for arm, rank, score in zip(arms, ranks, scores, strict=True)
         )
     withheld_count = int(rows[0][0]) if rows else 0
-    return ArmsResult(hits, pool, withheld_count)
+    return ArmsResult(hits, pool, withheld_count, unindexed)

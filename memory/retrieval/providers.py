@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
@@ -58,30 +58,38 @@ class IndexedArm(Protocol):
 
     name: str
 
-    def unindexed(self, target_ids: Sequence[int]) -> set[int]:
-        """The ids among ``target_ids`` the index does not hold yet."""
+    def indexed_sql(self, target: str) -> str:
+        """An SQL condition, true when the index holds the text whose id is the SQL expression
+        ``target``: the statement that hydrates the candidates reads it beside each one (one probe of
+        the index's unique key per candidate, in the same round trip)."""
         ...
 
 
+def unindexed_column(providers: Iterable[object], target: str) -> str:
+    """An SQL ``text[]`` expression: the names of the :class:`IndexedArm` providers whose index does
+    not hold the text whose id is ``target`` (an empty array when there is none)."""
+    indexed = [p for p in providers if isinstance(p, IndexedArm)]
+    if not indexed:
+        return "'{}'::text[]"
+    cases = ", ".join(f"CASE WHEN NOT ({p.indexed_sql(target)}) THEN '{p.name}' END" for p in indexed)
+    return f"array_remove(ARRAY[{cases}]::text[], NULL)"
+
+
 def unranked_by_arm(
-    providers: Iterable[object], arms: Collection[str], hits: Iterable[ArmHit], target_ids: Iterable[int]
+    arms: Collection[str], hits: Iterable[ArmHit], unindexed: Mapping[int, Collection[str]]
 ) -> dict[str, set[int]]:
-    """For each of ``arms`` that is an :class:`IndexedArm`, the ids among ``target_ids`` it did not
-    propose because its index does not hold them yet (one statement per such arm, none when it
-    proposed them all). Such an arm's silence about a text says nothing about how well it matches:
-    the fusion leaves the arm out of that text's scale instead of reading it as a poor match."""
+    """For each of ``arms``, the ids it did not propose because its index does not hold them yet
+    (``unindexed``: each hydrated id's arms that could not rank it, read with it). Such an arm's
+    silence about a text says nothing about how well it matches: the fusion leaves the arm out of that
+    text's scale instead of reading it as a poor match."""
     proposed: dict[str, set[int]] = {}
     for hit in hits:
         proposed.setdefault(hit.arm, set()).add(hit.target_id)
-    targets = list(target_ids)
     unranked: dict[str, set[int]] = {}
-    for provider in providers:
-        if not isinstance(provider, IndexedArm) or provider.name not in arms:
-            continue
-        silent = sorted(t for t in targets if t not in proposed.get(provider.name, ()))
-        missing = provider.unindexed(silent) if silent else set()
-        if missing:
-            unranked[provider.name] = missing
+    for target_id, names in unindexed.items():
+        for name in names:
+            if name in arms and target_id not in proposed.get(name, ()):
+                unranked.setdefault(name, set()).add(target_id)
     return unranked
 
 

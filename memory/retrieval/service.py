@@ -19,7 +19,7 @@ from config.database.base import prepared_cursor
 from config.errors import Unprocessable
 from config.replica import routed_read
 from history.models import Session, Turn
-from memory.embeddings.search import semantic_providers
+from memory.embeddings.search import semantic_providers, shared_query_vectors
 from memory.models import BeliefType, RecallMoment, short_id
 from memory.retrieval import trace as tracing
 from memory.retrieval.arms import ARM_CAP, CandidateProvider, TypedRevisions, sql_arms
@@ -148,12 +148,16 @@ def recall(
         now=now,
         belief_types=query.belief_types,
     )
-    outcome = run_providers(
-        []
-        if query.empty
-        else [ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers],
-        cap=ARM_CAP,
-    )
+    # The semantic arm and the source arm's history search embed the same question: once.
+    with shared_query_vectors():
+        outcome = run_providers(
+            []
+            if query.empty
+            else [
+                ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers
+            ],
+            cap=ARM_CAP,
+        )
     degradation = ",".join(d for d in (unavailable if not query.empty else "", outcome.degradation) if d)
     arm_started = time.perf_counter()
     arms = sql_arms(
@@ -163,6 +167,7 @@ def recall(
         boosts_as_arms=profile == "core",
         lexical=lexical,
         provided=outcome.hits,
+        indexed=[] if query.empty else [p for p in providers if p.name not in outcome.failed],
     )
     hits, withheld_unknown = arms.hits, arms.withheld_unknown
     arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3), **outcome.latency_ms}
@@ -178,7 +183,7 @@ def recall(
     sourced = SourceMessages.name in arms_run
     # A memory written a moment ago has no vector until the worker embeds it: the semantic arm cannot
     # rank it, so it is matched over the arms that can (``Scorer.match``), never read as a poor match.
-    unranked = {} if query.empty else unranked_by_arm(providers, arms_run, hits, pool)
+    unranked = {} if query.empty else unranked_by_arm(arms_run, hits, arms.unindexed)
     scorer = Scorer(
         query=query, profile=profile, project=perspective.project, arms_run=arms_run, now=now, unranked=unranked
     )

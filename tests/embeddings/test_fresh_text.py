@@ -5,10 +5,17 @@ Here the worker never runs on its own: ``drain`` embeds what is pending when the
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from history.models import Message
+from memory.embeddings import search as semantic_search
 from memory.embeddings.index import drain_outbox
+from memory.embeddings.model import embedding_model
 from memory.models import MessageEmbedding, RevisionEmbedding
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, HistoryResult, search_history
@@ -93,6 +100,32 @@ def test_a_memory_not_yet_embedded_is_recalled_first_for_its_rare_word(ws: Works
     assert after.items[0].arms == ["lexical", "semantic"]
 
 
+def statements_reading(captured: CaptureQueriesContext, table: str) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if table in q["sql"]]
+
+
+def test_which_texts_lack_a_vector_is_read_with_the_candidates(ws: Workspace) -> None:
+    """The fresh-line rule costs no round trip of its own: the vectors are read by the semantic arm's
+    search and, for the rule, by the statement that reads the candidates (recall's arms statement,
+    history search's scan), and by no other statement."""
+    for body in LOOK_ALIKES:
+        ws.remember(body, said_in=ws.general, by=ws.alice)
+    drain()
+    fresh = ws.remember(FRESH, said_in=ws.general, by=ws.alice)
+
+    with CaptureQueriesContext(connection) as recalled:
+        result = ws.ask(ws.bob_dm, ws.bob, QUESTION)
+    with CaptureQueriesContext(connection) as searched:
+        found = search_from_outside(ws)
+
+    assert revision_ids(result)[0] == fresh.pk and result.items[0].components["match"] == 1.0
+    assert found.hits and found.degradation == ""
+    recall_reads = statements_reading(recalled, RevisionEmbedding._meta.db_table)
+    assert len(recall_reads) == 2 and "conflict_partners" in recall_reads[1]
+    search_reads = statements_reading(searched, MessageEmbedding._meta.db_table)
+    assert len(search_reads) == 2 and "DECLARE" in search_reads[0]
+
+
 def test_only_an_arm_that_cannot_rank_a_text_leaves_its_scale() -> None:
     """First in the lexical arm and absent from the semantic one: half the best match when the semantic
     arm holds the text's vector and passed it over (a poor semantic match), the best match when it has
@@ -105,3 +138,29 @@ def test_only_an_arm_that_cannot_rank_a_text_leaves_its_scale() -> None:
     assert fused_match(1, ranks, arms, {"semantic": {1}}) == 1.0
     assert fused_match(2, ranks, arms, {"semantic": {1}}) == fused_match(2, ranks, arms)
     assert fused_match(1, ranks, arms, {"semantic": {1}, "lexical": {1}}) == 0.0
+
+
+def test_a_recall_embeds_its_question_once_for_its_own_and_its_source_arm(
+    ws: Workspace, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory recall's semantic arm and its source arm's history search (its semantic arm) search for the
+    same question: the model embeds it once per recall, and again for the next recall (nothing is kept
+    beyond the read)."""
+    settings.ENGRAM_RECALL_SOURCE_ARM = True
+    ws.remember(FRESH, said_in=ws.general, by=ws.alice)
+    drain()
+    model = embedding_model()
+    embedded: list[str] = []
+
+    class Counting:
+        def embed(self, texts: list[str]) -> np.ndarray:
+            embedded.extend(texts)
+            return model.embed(texts)
+
+    monkeypatch.setattr(semantic_search, "embedding_model", lambda name=None: Counting())
+
+    first = ws.ask(ws.bob_dm, ws.bob, QUESTION)
+    assert first.degradation == "" and {"semantic", "source"} <= {arm for i in first.items for arm in i.arms}
+    assert embedded == [QUESTION]
+    ws.ask(ws.bob_dm, ws.bob, QUESTION)
+    assert embedded == [QUESTION, QUESTION]

@@ -39,3 +39,20 @@ def test_bench_recall_reports_percentiles_as_its_last_line_and_reuses_the_corpus
     call_command("bench_recall", "--revisions", "2000", "--agents", "2", "--queries", "5", stdout=again)
     assert again.getvalue().startswith("corpus reused")
     assert revisions.count() == 2000
+
+
+def test_bench_recall_times_the_source_arm_side_by_side() -> None:
+    """``--source-arm both`` times every question without and with the source arm in one run: the
+    JSON's top-level figures are without it, ``source_arm`` holds the figures with it and
+    ``p95_ratio`` the one p95 over the other."""
+    out = StringIO()
+    call_command(
+        "bench_recall", "--revisions", "600", "--agents", "1", "--queries", "10", "--source-arm", "both", stdout=out
+    )
+
+    lines = out.getvalue().strip().splitlines()
+    report = json.loads(lines[-1])
+    assert {"source_arm", "p95_ratio"} <= set(report)
+    assert 0 < report["source_arm"]["p50_ms"] <= report["source_arm"]["p95_ms"]
+    assert report["p95_ratio"] == pytest.approx(report["source_arm"]["p95_ms"] / report["p95_ms"], abs=0.01)
+    assert any(line.startswith("recall with the source arm x10") for line in lines)

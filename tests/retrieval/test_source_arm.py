@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounts.models import Actor
 from history.models import Conversation
 from memory.models import MemoryRevision
+from memory.retrieval import sources
 from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions, perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, search_history
 from memory.retrieval.providers import ArmHit
@@ -114,6 +115,19 @@ def test_memories_take_the_rank_of_the_message_they_were_learned_from(ws: Worksp
     weak = learn(ws, ws.general, ws.bob, "Someone mentioned the offsite.", "There is an offsite.")
     strong = learn(ws, ws.general, ws.bob, "The kiwi offsite moved: kiwi visas, kiwi offsite, moved.", "Plans changed.")
 
+    assert proposed(ws, ws.general, ws.alice, QUESTION) == [strong.pk, weak.pk]
+
+
+def test_history_search_ranks_a_pool_of_source_pool_candidates_per_arm_for_the_arm(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The arm's ranking reads the best ``SOURCE_POOL`` eligible matches, not the search's 200."""
+    weak = learn(ws, ws.general, ws.bob, "Someone mentioned the offsite.", "There is an offsite.")
+    strong = learn(ws, ws.general, ws.bob, "The kiwi offsite moved: kiwi visas, kiwi offsite, moved.", "Plans changed.")
+
+    monkeypatch.setattr(sources, "SOURCE_POOL", 1)
+    assert proposed(ws, ws.general, ws.alice, QUESTION) == [strong.pk]
+    monkeypatch.setattr(sources, "SOURCE_POOL", 2)
     assert proposed(ws, ws.general, ws.alice, QUESTION) == [strong.pk, weak.pk]
 
 

@@ -16,6 +16,11 @@ Then it settles the tables (``VACUUM (ANALYZE)``), warms up, and times ``recall(
 1-4 corpus words, each from a random conversation of a random agent, and prints p50/p95/p99. The
 last line is one JSON object.
 ``--explain`` prints EXPLAIN ANALYZE of the arms statement of the slowest and the median question.
+``--source-arm both`` times every question twice, without and with memory recall's source arm
+(``memory.retrieval.sources``, through history search's lexical arm: the corpus has no vectors), which
+goes first alternating from one question to the next, so that a drift of the machine's speed falls on
+both alike; the table and the JSON's top-level figures are without the arm, ``source_arm`` holds the
+figures with it and ``p95_ratio`` its p95 over the other's.
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ from bench.harness.stats import percentile
 from history.audience import Audience
 from history.models import Conversation
 from memory.models import MemoryEntry
+from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query
 from memory.retrieval.service import recall, task_budget
+from memory.retrieval.sources import SourceMessages
 
 TENANT_SLUG = "bench-recall"
 PEOPLE_PER_AGENT = 40
@@ -129,6 +136,12 @@ class Command(BaseCommand):
         parser.add_argument("--queries", type=int, default=500, help="Timed recalls.")
         parser.add_argument("--seed", type=int, default=1, help="Seed of the corpus and of the questions.")
         parser.add_argument("--explain", action="store_true", help="EXPLAIN ANALYZE the arms statement.")
+        parser.add_argument(
+            "--source-arm",
+            choices=("off", "both"),
+            default="off",
+            help="both: time each question without and with the source arm, side by side.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         spec = Spec(revisions=options["revisions"], agents=options["agents"], seed=options["seed"])
@@ -144,13 +157,22 @@ class Command(BaseCommand):
         bench = Bench.load(agents, random.Random(spec.seed * 7919 + options["queries"]))
         for _ in range(WARMUP):
             bench.run_one()
+        side_by_side = options["source_arm"] == "both"
+        if side_by_side:
+            for _ in range(WARMUP):
+                bench.time(bench.question(), sourced=True)
         timings: list[tuple[float, Question]] = []
         items: list[int] = []
-        for _ in range(options["queries"]):
+        sourced: list[float] = []
+        for index in range(options["queries"]):
             question = bench.question()
+            if side_by_side and index % 2:
+                sourced.append(bench.time(question, sourced=True)[0])
             ms, returned = bench.time(question)
             timings.append((ms, question))
             items.append(returned)
+            if side_by_side and not index % 2:
+                sourced.append(bench.time(question, sourced=True)[0])
 
         values = sorted(ms for ms, _ in timings)
         p50, p95, p99 = percentile(values, 50), percentile(values, 95), percentile(values, 99)
@@ -158,6 +180,18 @@ class Command(BaseCommand):
             f"recall x{len(values)}: p50 {p50:.2f} ms, p95 {p95:.2f} ms, p99 {p99:.2f} ms, "
             f"max {values[-1]:.2f} ms, mean items {statistics.fmean(items):.2f}"
         )
+        summary: dict[str, Any] = {}
+        if side_by_side:
+            with_arm = sorted(sourced)
+            arm_p50, arm_p95 = percentile(with_arm, 50), percentile(with_arm, 95)
+            self.stdout.write(
+                f"recall with the source arm x{len(with_arm)}: p50 {arm_p50:.2f} ms, p95 {arm_p95:.2f} ms, "
+                f"p95 {arm_p95 / p95:.2f} times the recall without it"
+            )
+            summary = {
+                "source_arm": {"p50_ms": round(arm_p50, 3), "p95_ms": round(arm_p95, 3)},
+                "p95_ratio": round(arm_p95 / p95, 3),
+            }
         if options["explain"]:
             ordered = sorted(timings, key=lambda t: t[0])
             for label, (ms, question) in (("median", ordered[len(ordered) // 2]), ("slowest", ordered[-1])):
@@ -172,6 +206,7 @@ class Command(BaseCommand):
                     "p50_ms": round(p50, 3),
                     "p95_ms": round(p95, 3),
                     "p99_ms": round(p99, 3),
+                    **summary,
                 }
             )
         )
@@ -424,15 +459,18 @@ class Bench:
             words = self.rng.choices(vocabulary, weights=weights, k=size)
         return Question(index, conversation, self.rng.choice(readers), " ".join(words))
 
-    def time(self, question: Question) -> tuple[float, int]:
+    def time(self, question: Question, *, sourced: bool = False) -> tuple[float, int]:
+        """One recall's wall time and items; ``sourced`` adds the source arm (over history search's
+        lexical arm) to the lexical path."""
         query = form_query(
             message=question.text, requester_id=question.requester_id, known_actors=self.people[question.agent_index]
         )
         perspective = perspective_for_conversation(question.conversation, requester_id=question.requester_id)
+        providers: list[CandidateProvider] | None = None if self.semantic else []
+        if sourced and providers is not None:
+            providers.append(SourceMessages(()))
         started = time.perf_counter()
-        result = recall(
-            perspective=perspective, query=query, budget=task_budget(), providers=None if self.semantic else ()
-        )
+        result = recall(perspective=perspective, query=query, budget=task_budget(), providers=providers)
         return (time.perf_counter() - started) * 1000, len(result.items)
 
     def run_one(self) -> None:

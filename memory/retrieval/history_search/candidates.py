@@ -22,7 +22,7 @@ from config.database.base import prepared_cursor
 from history.models import Turn, agent_terms_match
 from memory.retrieval.eligibility import EligibleMessages
 from memory.retrieval.history_search.ranking import CONTEXT_REACH, EXCHANGE_GAP, PoolDocument
-from memory.retrieval.providers import ArmHit
+from memory.retrieval.providers import ArmHit, unindexed_column
 
 CANDIDATE_CAP = 200
 #: Lexical matches are read from the sidecar best ``ts_rank`` first and judged as they are read
@@ -84,7 +84,8 @@ _POOL_DOCUMENT = """LEFT JOIN LATERAL (
 _SCAN = """
 DECLARE {cursor} NO SCROLL CURSOR FOR
 WITH {query_terms}
-SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}, document.length, document.terms
+SELECT message_id, conversation_id, actor_id, created_at, lex, verdict, {running}, {unindexed} AS unindexed,
+       document.length, document.terms
 FROM (
     SELECT matches.message_id, judged.conversation_id, judged.actor_id, judged.created_at, matches.lex,
            matches.document_tid, judged.verdict, {counted}, lead(matches.message_id) OVER scan IS NULL AS last
@@ -123,11 +124,17 @@ class LexicalPool:
     ranked: list[tuple[Any, ...]]
     counts: dict[str, int]
     documents: dict[int, PoolDocument]
+    #: The admitted rows' indexed arms whose index does not hold them yet; only ids with any.
+    unindexed: dict[int, list[str]]
 
 
-def lexical_pool(eligible: EligibleMessages, structural: str, params: dict[str, Any]) -> LexicalPool:
+def lexical_pool(
+    eligible: EligibleMessages, structural: str, params: dict[str, Any], *, indexed: Sequence[object] = ()
+) -> LexicalPool:
     """The ranked eligible pool, the exclusion counts and the pool's documents, from one scan of the
-    sidecar's best matches.
+    sidecar's best matches; with each admitted row, those of the ``indexed`` providers
+    (:class:`memory.retrieval.providers.IndexedArm`) whose index does not hold it yet, read in the
+    same statement.
 
     Every match the scan reaches is judged by the search's own predicates in order (already in
     context, no evidence, audience, lineage); only those judged eligible can enter the pool, and only
@@ -154,6 +161,7 @@ def lexical_pool(eligible: EligibleMessages, structural: str, params: dict[str, 
         # The match's document is read again where the scan found it (its tuple id, valid for the
         # statement's snapshot), not through the primary key: half the cost of reading it.
         document=_POOL_DOCUMENT.format(located="d.ctid = judged_in_order.document_tid", row="judged_in_order"),
+        unindexed=unindexed_column(indexed, "judged_in_order.message_id"),
     )
     # A cursor lives in a transaction: the caller's, or one of its own.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
@@ -173,7 +181,10 @@ def lexical_pool(eligible: EligibleMessages, structural: str, params: dict[str, 
     pool.sort(key=lambda row: row[0])
     pool.sort(key=lambda row: (row[4], row[3]), reverse=True)
     return LexicalPool(
-        ranked=[row[:4] for row in pool], counts=counts, documents=_documents((row[0], *row[-2:]) for row in admitted)
+        ranked=[row[:4] for row in pool],
+        counts=counts,
+        documents=_documents((row[0], *row[-2:]) for row in admitted),
+        unindexed={row[0]: row[-3] for row in admitted if row[-3]},
     )
 
 

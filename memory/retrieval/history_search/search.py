@@ -131,17 +131,20 @@ def rank_transcript(
     lexical: bool,
     limit: int,
     turn: Turn | None = None,
+    pool: int | None = None,
 ) -> RankedTranscript:
     """History search's candidates and ranking: the eligible transcript's strongest ``limit`` messages
     for ``text``, within the filters and without the excluded ids, best first. Nothing is hydrated or
     audited: :func:`search_history` does that for the hits it returns, and memory recall's source arm
-    (:mod:`memory.retrieval.sources`) reads only the order."""
+    (:mod:`memory.retrieval.sources`) reads only the order. ``pool`` caps each arm's candidates (the
+    lexical scan stops at that many eligible matches): the search's own, ``CANDIDATE_CAP``, by default."""
+    pool = CANDIDATE_CAP if pool is None else pool
     eligible = EligibleMessages(perspective)
     params = {
         **eligible.params(),
         "q_text": text,
         "q_excluded": sorted(excluded),
-        "q_cap": CANDIDATE_CAP,
+        "q_cap": pool,
         **filters.params,
     }
     structural = filters.sql
@@ -152,19 +155,23 @@ def rank_transcript(
     counts: dict[str, int] = dict.fromkeys(EXCLUSION_RULES, 0) | {"eligible": 0}
     # Every admitted row's document as BM25 reads it, read by the statement that admitted the row.
     documents: dict[int, PoolDocument] = {}
+    # Which pool rows an indexed arm cannot rank yet: the scan reads it with each row. A proposal is a
+    # text its provider's index holds (the semantic arm is the one indexed arm), so what the providers
+    # propose needs no such reading.
+    unindexed: dict[int, list[str]] = {}
     if lexical:
-        scanned = lexical_pool(eligible, structural, {**params, "q_text": matched})
-        counts, documents = scanned.counts, scanned.documents
+        scanned = lexical_pool(eligible, structural, {**params, "q_text": matched}, indexed=providers)
+        counts, documents, unindexed = scanned.counts, scanned.documents, scanned.unindexed
         ranks["lexical"] = {}
         for rank, row in enumerate(scanned.ranked, start=1):
             ranks["lexical"][row[0]] = rank
             rows[row[0]] = row
     outcome = run_providers(
         [
-            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, matched, CANDIDATE_CAP))
+            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, matched, pool))
             for p in providers
         ],
-        cap=CANDIDATE_CAP,
+        cap=pool,
     )
     proposed = {hit.target_id for hit in outcome.hits}
     # Provider ids count only once the same eligibility, exclusions and filters admit them.
@@ -189,7 +196,7 @@ def rank_transcript(
     relevance_arms = [*(["lexical"] if lexical else []), *(p.name for p in providers if p.name not in outcome.failed)]
     # A message written a moment ago has no vector until the worker embeds it: the semantic arm cannot
     # rank it, so it is matched over the arms that can (``fused_match``), never read as a poor match.
-    unranked = unranked_by_arm(providers, relevance_arms, outcome.hits, rows.keys())
+    unranked = unranked_by_arm(relevance_arms, outcome.hits, unindexed)
     candidates = {
         message_id: Candidate(
             message_id=message_id,

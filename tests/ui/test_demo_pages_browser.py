@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from demo.management.commands.load_demo import DEMO_PASSWORD
 from history.models import Turn
-from memory.models import MemoryEntry, MemoryOperation, Operation
+from memory.models import MemoryEntry, MemoryOperation, MemoryRevision, Operation
 from tests.browser import screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -60,17 +60,8 @@ def test_sam_corrects_the_memory_written_in_his_turn_from_that_turns_page(page: 
     assert card.locator("details.memory").get_attribute("open") is not None
     assert "This memory is about you" in card.locator(".who").text_content()
 
-    card.locator("details.reject > summary").click()
-    card.locator("textarea").fill(CORRECTION)
-    with page.expect_navigation():
-        card.get_by_role("button", name="Save the correction").click()
-    assert page.locator(".flash").first.inner_text().startswith(f"Corrected [{short}]")
-    entry = MemoryEntry.objects.select_related("current_revision").get(pk=written.entry_id)
-    assert entry.current_revision is not None and entry.current_revision.body == CORRECTION
-    assert (
-        f"since changed: [{entry.current_revision.short_id}]"
-        in page.locator(f'li[data-memory-id="{short}"]').inner_text()
-    )
+    current = correct_on_page(page, card, short, written.entry_id)
+    assert f"since changed: [{current.short_id}]" in page.locator(f'li[data-memory-id="{short}"]').inner_text()
 
 
 def test_sam_corrects_the_same_memory_on_his_about_you_page(page: Any, live_server: Any) -> None:
@@ -86,12 +77,19 @@ def test_sam_corrects_the_same_memory_on_his_about_you_page(page: Any, live_serv
     assert card.locator(".statement").inner_text() == written.revision.body
     # It names the turn that wrote it and cited it, which Sam may open.
     assert card.locator(f'.used-turns li[data-turn-id="{written.turn_id}"] .badge.used').count() == 1
+    current = correct_on_page(page, card, short, written.entry_id)
+    corrected = page.locator(f'li[data-memory-id="{current.short_id}"]')
+    assert corrected.locator(".statement").inner_text() == CORRECTION
+
+
+def correct_on_page(page: Any, card: Any, short: str, entry_id: int) -> MemoryRevision:
+    """Correct the memory of ``card`` with CORRECTION through its form, as the person would; the page
+    confirms it by id and the entry's current revision, returned, now says CORRECTION."""
     card.locator("details.reject > summary").click()
     card.locator("textarea").fill(CORRECTION)
     with page.expect_navigation():
         card.get_by_role("button", name="Save the correction").click()
     assert page.locator(".flash").first.inner_text().startswith(f"Corrected [{short}]")
-    entry = MemoryEntry.objects.select_related("current_revision").get(pk=written.entry_id)
+    entry = MemoryEntry.objects.select_related("current_revision").get(pk=entry_id)
     assert entry.current_revision is not None and entry.current_revision.body == CORRECTION
-    corrected = page.locator(f'li[data-memory-id="{entry.current_revision.short_id}"]')
-    assert corrected.locator(".statement").inner_text() == CORRECTION
+    return entry.current_revision

@@ -87,6 +87,8 @@ ANALYZED_TABLES = (
     "memory_memoryevidence",
     "memory_revisionsearchdocument",
 )
+#: The sidecars' terms indexes (GIN), whose pending lists are emptied before the questions are asked.
+PENDING_LIST_INDEXES = ("message_search_agent_terms", "revision_search_agent_terms")
 #: Analyzed too where they exist (only on a server with pgvector).
 EMBEDDING_TABLES = ("memory_messageembedding", "memory_revisionembedding")
 #: Memory recall returns at most this many items per question (``--limit`` applies to turns).
@@ -283,8 +285,13 @@ def evaluate_conversation(
         timings.embedding_seconds += time.monotonic() - started
     # The planner's statistics do not see rows this transaction just wrote: tables it believes empty
     # get nested-loop plans that rescan the sidecar per message (hundreds of ms per search).
+    # Nor are the rows in the search indexes' pending lists yet (which autovacuum empties in a running
+    # system, and VACUUM cannot run in this transaction): every search would scan the whole list, and
+    # the planner, seeing it, reads every sidecar row instead, at a cost a running system does not pay.
     with connection.cursor() as cursor:
         tables = ANALYZED_TABLES + (EMBEDDING_TABLES if vectors_stored() else ())
+        for index in PENDING_LIST_INDEXES:
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
         cursor.execute(f"ANALYZE {', '.join(tables)}")
     requester = by_name.get(conversation.speaker_a)
     perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)

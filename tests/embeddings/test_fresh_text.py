@@ -96,7 +96,11 @@ def test_a_memory_not_yet_embedded_is_recalled_first_for_its_rare_word(ws: Works
     drain()
     after = ws.ask(ws.bob_dm, ws.bob, QUESTION)
 
-    assert revision_ids(after) == revision_ids(before)
+    # Still first, and the same items. The look-alikes' order among themselves is not the contract:
+    # their fused scores are near ties, which the model's arithmetic orders either way on different
+    # processors (with and without AVX-512).
+    assert revision_ids(after)[0] == fresh.pk
+    assert set(revision_ids(after)) == set(revision_ids(before))
     assert after.items[0].arms == ["lexical", "semantic"]
 
 

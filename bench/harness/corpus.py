@@ -16,22 +16,48 @@ from typing import ClassVar
 from django.conf import settings
 from django.db import connection
 
-from bench.management.commands.eval_locomo import ANALYZED_TABLES
-
-#: The tables a corpus load writes (those the LoCoMo evaluation analyses after its import, the search
-#: sidecars and vectors among them) and the grants recall's eligibility reads.
-CORPUS_TABLES = (*ANALYZED_TABLES, "memory_sharinggrant")
+#: The tables an import of conversations and memories writes (the LoCoMo evaluation's), the search
+#: sidecars among them.
+IMPORTED_TABLES = (
+    "history_conversation",
+    "history_message",
+    "history_messagesearchdocument",
+    "history_messagesourceevidence",
+    "memory_memoryentry",
+    "memory_memoryrevision",
+    "memory_memoryevidence",
+    "memory_revisionsearchdocument",
+)
+#: The vectors' tables, which exist only on a server with pgvector.
+EMBEDDING_TABLES = ("memory_messageembedding", "memory_revisionembedding")
+#: The tables a corpus load writes and the grants recall's eligibility reads.
+CORPUS_TABLES = (*IMPORTED_TABLES, "memory_sharinggrant")
+#: The GIN indexes of some tables (``%s``: their names), whose pending lists a running system's
+#: autovacuum empties.
+_GIN_INDEXES = (
+    "SELECT i.indexrelid::regclass::text FROM pg_index i"
+    " JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam"
+    " WHERE am.amname = 'gin' AND i.indrelid = ANY(%s::regclass[]) ORDER BY 1"
+)
 
 
 def settle(tables: Sequence[str] = CORPUS_TABLES) -> None:
     """Bring freshly loaded tables to the state a running system keeps them in before measuring:
-    planner statistics and, outside a transaction, GIN pending lists emptied (``VACUUM (ANALYZE)``, as
-    autovacuum does). A plain ``ANALYZE`` leaves a bulk load's entries in the pending lists, which
-    every search then scans. VACUUM cannot run inside a transaction (a test's): there ANALYZE alone
-    still gives the planner its statistics."""
+    planner statistics and GIN pending lists emptied, as autovacuum does. A plain ``ANALYZE`` leaves a
+    bulk load's entries in the pending lists, which every search then scans, and the planner, seeing
+    them, reads every sidecar row instead of the index. Outside a transaction ``VACUUM (ANALYZE)`` does
+    both; VACUUM cannot run inside one (a test's, an evaluation's that is rolled back), so there the
+    lists are emptied by ``gin_clean_pending_list`` and the tables analysed (which counts the
+    transaction's own rows)."""
     with connection.cursor() as cursor:
-        for table in tables:
-            cursor.execute(f"{'ANALYZE' if connection.in_atomic_block else 'VACUUM (ANALYZE)'} {table}")
+        if not connection.in_atomic_block:
+            for table in tables:
+                cursor.execute(f"VACUUM (ANALYZE) {table}")
+            return
+        cursor.execute(_GIN_INDEXES, [list(tables)])
+        for (index,) in cursor.fetchall():
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
+        cursor.execute(f"ANALYZE {', '.join(tables)}")
 
 
 #: Where the benchmark data folder (``bench/``) is looked for, in order, unless ENGRAM_BENCH_DIR names it:

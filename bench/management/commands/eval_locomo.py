@@ -53,12 +53,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
+from django.db import transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
 from bench.embedding_cache import cached_embeddings
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
+from bench.harness.corpus import EMBEDDING_TABLES, IMPORTED_TABLES, settle
 from bench.locomo import LocomoConversation, load_locomo
 from bench.management.commands.import_locomo import import_conversation
 from bench.ranking_replay import RankingRecorder, recording_rankings
@@ -77,20 +78,6 @@ from memory.services import Belief, Provenance, memory_remember
 
 MODES = ("lexical", "semantic", "hybrid")
 UNITS = ("turns", "observations")
-ANALYZED_TABLES = (
-    "history_conversation",
-    "history_message",
-    "history_messagesearchdocument",
-    "history_messagesourceevidence",
-    "memory_memoryentry",
-    "memory_memoryrevision",
-    "memory_memoryevidence",
-    "memory_revisionsearchdocument",
-)
-#: The sidecars' terms indexes (GIN), whose pending lists are emptied before the questions are asked.
-PENDING_LIST_INDEXES = ("message_search_agent_terms", "revision_search_agent_terms")
-#: Analyzed too where they exist (only on a server with pgvector).
-EMBEDDING_TABLES = ("memory_messageembedding", "memory_revisionembedding")
 #: Memory recall returns at most this many items per question (``--limit`` applies to turns).
 OBSERVATION_ITEMS = 20
 
@@ -283,16 +270,10 @@ def evaluate_conversation(
         while drain_outbox():
             pass
         timings.embedding_seconds += time.monotonic() - started
-    # The planner's statistics do not see rows this transaction just wrote: tables it believes empty
-    # get nested-loop plans that rescan the sidecar per message (hundreds of ms per search).
-    # Nor are the rows in the search indexes' pending lists yet (which autovacuum empties in a running
-    # system, and VACUUM cannot run in this transaction): every search would scan the whole list, and
-    # the planner, seeing it, reads every sidecar row instead, at a cost a running system does not pay.
-    with connection.cursor() as cursor:
-        tables = ANALYZED_TABLES + (EMBEDDING_TABLES if vectors_stored() else ())
-        for index in PENDING_LIST_INDEXES:
-            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
-        cursor.execute(f"ANALYZE {', '.join(tables)}")
+    # The planner's statistics do not see rows this transaction just wrote (tables it believes empty
+    # get nested-loop plans that rescan the sidecar per message, hundreds of ms per search), nor are
+    # those rows out of the search indexes' pending lists: settle as a running system would be.
+    settle(IMPORTED_TABLES + (EMBEDDING_TABLES if vectors_stored() else ()))
     requester = by_name.get(conversation.speaker_a)
     perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)
     revision_providers, message_providers, _ = semantic_providers() if mode != "lexical" else ([], [], "")

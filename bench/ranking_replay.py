@@ -209,7 +209,7 @@ def recording_rankings(path: Path) -> Iterator[RankingRecorder]:
     ``search_history`` builds its pool and signals inside one call and hands only the ranked hits back,
     so the recorder stands in for the ranking function it calls (as ``bench.embedding_cache`` stands in
     for the model): the search is otherwise the product's own. Any caller of the ranking is caught,
-    which is why a run records turns only: memory recall's source arm ranks the transcript too.
+    which is why a run records turns only.
     """
     partial = path.with_name(path.name + ".partial")
     with partial.open("w", encoding="utf-8") as out:

@@ -55,8 +55,8 @@ _query_vectors: ContextVar[dict[tuple[str, str], list[float]] | None] = ContextV
 
 @contextmanager
 def shared_query_vectors() -> Iterator[None]:
-    """Within the block, a text is embedded once however many semantic arms search for it: memory
-    recall's own and its source arm's (history search's, for the same question). The vectors are
+    """Within the block, a text is embedded once however many arms read its vector: memory recall's
+    semantic arm and its source arm (the source messages' meaning), for the same question. The vectors are
     forgotten when the block ends, with the read; a block inside another shares the outer one's."""
     if _query_vectors.get() is not None:
         yield
@@ -113,7 +113,7 @@ class _Semantic:
     def __init__(self, generation: EmbeddingGeneration) -> None:
         self.generation = generation
 
-    def _query_vector(self, text: str) -> list[float]:
+    def query_vector(self, text: str) -> list[float]:
         shared = _query_vectors.get()
         key = (self.generation.model_name, text)
         if shared is not None and key in shared:
@@ -216,7 +216,7 @@ class SemanticRevisions(_Semantic):
             eligible_sql=eligible.sql(),
             params=eligible.params(),
             agent_id=eligible.perspective.agent_id,
-            query=self._query_vector(query.text),
+            query=self.query_vector(query.text),
             limit=limit,
         )
 
@@ -233,7 +233,7 @@ class SemanticMessages(_Semantic):
             eligible_sql=eligible.sql(),
             params=eligible.params(),
             agent_id=eligible.perspective.agent_id,
-            query=self._query_vector(text),
+            query=self.query_vector(text),
             limit=limit,
         )
 

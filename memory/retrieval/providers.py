@@ -8,8 +8,7 @@ degradation category (``<name>_unavailable``, ``<name>_timeout``), never to unau
 Providers that query Engram's own database (``in_database = True``) run in the request's connection,
 so they see its transaction, under a ``statement_timeout`` equal to the remaining deadline; others
 (a remote vector store) run in worker threads and are abandoned at the deadline. A provider that runs
-providers of its own (memory recall's source arm runs history search, whose semantic arm is one) runs
-them within what is left of its own deadline, never a fresh one.
+providers of its own runs them within what is left of its own deadline, never a fresh one.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from memory.retrieval.query import RecallQuery
 from memory.retrieval.safety import model_project
 
 POLICY_VERSION = "retrieval@3"
-#: Added to the policy of a recall in which the source arm proposed candidates: its fusion and refill
+#: Added to the policy of a recall in which the source arm ranked candidates: its fusion and refill
 #: bar differ (``ARM_WEIGHTS``, ``collapse.SOURCE_REFILL_MATCH_RATIO``).
 SOURCE_POLICY_TAG = "+source@1"
 RRF_K = 60
@@ -28,9 +28,9 @@ RRF_K = 60
 #: Arms whose ranks say "this text answers the query". Subject and conversation only boost.
 RELEVANCE_ARMS = ("lexical", "semantic", "source")
 #: Each relevance arm's weight in the fusion (1 unless named). The source arm ranks a memory by the
-#: message it was learned from, through the whole of history search, and is the strongest single
-#: order (LoCoMo observations, dev split: recall@10 0.601 without it, 0.634 at weight 1 and 0.643 at
-#: weight 2 with the same refill bar, docs/quality.md).
+#: message it was learned from, and was the strongest single order when it ranked the whole transcript
+#: with history search (LoCoMo observations, dev split: recall@10 0.601 without it, 0.634 at weight 1
+#: and 0.643 at weight 2 with the same refill bar, docs/quality.md).
 ARM_WEIGHTS = {"source": 2.0}
 #: Arms whose items bypass the relevance requirement of a non-empty query.
 STANDING_ARMS = ("always_on", "delta")

@@ -41,6 +41,9 @@ from memory.retrieval.sources import SourceMessages
 #: Beliefs about who the person is and how they like to work: two thirds of a snapshot is theirs.
 DURABLE_TYPES = (BeliefType.USER_MODEL_ATTR, BeliefType.PREFERENCE, BeliefType.RELATIONSHIP)
 PER_SUBJECT_CAP = {"task": 4, "core": 8}
+#: What recall may be given as its provider arms: candidate providers, which gather the pool with the
+#: SQL arms, and the source arm, which reorders it.
+RecallProvider = CandidateProvider | SourceMessages
 NEAR_DUPLICATE_WINDOW = 4
 
 
@@ -118,7 +121,7 @@ def recall(
     profile: str = "task",
     session: Session | None = None,
     turn: Turn | None = None,
-    providers: Sequence[CandidateProvider] | None = None,
+    providers: Sequence[RecallProvider] | None = None,
     delta_after: int | None = None,
     corrections: Sequence[str] = (),
     reserve_durable: bool = False,
@@ -127,8 +130,9 @@ def recall(
     """Select, render and trace the memories this perspective may see that are relevant to ``query``.
 
     ``providers`` None means the configured provider arms (:func:`recall_providers`: the semantic arm
-    when pgvector and a live generation exist, otherwise the degradation says why; and the source arm
-    where ``ENGRAM_RECALL_SOURCE_ARM`` turns it on); ``()`` means the lexical arm alone.
+    when pgvector and a live generation exist, otherwise the degradation says why; and with it the source
+    arm unless ``ENGRAM_RECALL_SOURCE_ARM`` is off); ``()`` means the lexical arm alone. A
+    :class:`SourceMessages` among them runs after the others, over the pool they gathered.
     ``lexical=False`` leaves the lexical arm out (to measure the semantic arm alone); eligibility and
     ranking are unchanged.
     """
@@ -148,38 +152,45 @@ def recall(
         now=now,
         belief_types=query.belief_types,
     )
-    # The semantic arm and the source arm's history search embed the same question: once.
+    # The source arm reorders the pool the other arms gather, so it runs after them.
+    sources = [p for p in providers if isinstance(p, SourceMessages)]
+    gatherers = [p for p in providers if not isinstance(p, SourceMessages)]
+    # The semantic arm and the source arm embed the same text once (a question that names nobody).
     with shared_query_vectors():
         outcome = run_providers(
             []
             if query.empty
             else [
-                ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in providers
+                ProviderCall(p.name, p.in_database, partial(p.candidates, eligible, query, ARM_CAP)) for p in gatherers
             ],
             cap=ARM_CAP,
         )
+        arm_started = time.perf_counter()
+        arms = sql_arms(
+            eligible,
+            query,
+            delta_after=delta_after,
+            boosts_as_arms=profile == "core",
+            lexical=lexical,
+            provided=outcome.hits,
+            indexed=[] if query.empty else [p for p in gatherers if p.name not in outcome.failed],
+        )
+        sql_latency = round((time.perf_counter() - arm_started) * 1000, 3)
+        # The source arm ranks the pool's memories by the messages they were learned from: one bounded
+        # statement over the pool, like the SQL arms (no provider deadline of its own).
+        source_started = time.perf_counter()
+        sourced_hits = [hit for source in sources for hit in source.rank(eligible, query, arms.pool)]
+        source_latency = {source.name: round((time.perf_counter() - source_started) * 1000, 3) for source in sources}
     degradation = ",".join(d for d in (unavailable if not query.empty else "", outcome.degradation) if d)
-    arm_started = time.perf_counter()
-    arms = sql_arms(
-        eligible,
-        query,
-        delta_after=delta_after,
-        boosts_as_arms=profile == "core",
-        lexical=lexical,
-        provided=outcome.hits,
-        indexed=[] if query.empty else [p for p in providers if p.name not in outcome.failed],
-    )
-    hits, withheld_unknown = arms.hits, arms.withheld_unknown
-    arm_latency = {"sql": round((time.perf_counter() - arm_started) * 1000, 3), **outcome.latency_ms}
+    hits, withheld_unknown = [*arms.hits, *sourced_hits], arms.withheld_unknown
+    arm_latency = {"sql": sql_latency, **outcome.latency_ms, **source_latency}
     pool = _with_arm_ranks(arms.pool, hits)
     # The fusion's scale counts the arms with hits, and a provider that ran without any (nothing
     # matched); not one that failed or missed the deadline (the read degrades to what the others found,
-    # ranked as if it had not been asked), nor the source arm when it proposed nothing: most memories it
+    # ranked as if it had not been asked), nor the source arm when it ranked nothing: most memories it
     # cannot rank at all (a memory with no source message the perspective may see), and its silence
     # says nothing about them. The SQL arms count only where they had hits.
-    arms_run = {hit.arm for hit in hits} | {
-        p.name for p in providers if p.name not in outcome.failed and p.name != SourceMessages.name
-    }
+    arms_run = {hit.arm for hit in hits} | {p.name for p in gatherers if p.name not in outcome.failed}
     sourced = SourceMessages.name in arms_run
     # A memory written a moment ago has no vector until the worker embeds it: the semantic arm cannot
     # rank it, so it is matched over the arms that can (``Scorer.match``), never read as a poor match.
@@ -270,12 +281,16 @@ def recall(
     )
 
 
-def recall_providers() -> tuple[list[CandidateProvider], str]:
-    """Memory recall's provider arms: the semantic arm over memories, when it runs, and, where
-    ``ENGRAM_RECALL_SOURCE_ARM`` is on, the source arm (history search, with its own semantic arm when
-    that runs); and why the semantic arms do not run."""
+def recall_providers() -> tuple[list[RecallProvider], str]:
+    """Memory recall's provider arms: the semantic arm over memories, when it runs, and, with it, where
+    ``ENGRAM_RECALL_SOURCE_ARM`` is on (the default), the source arm over the messages' words and
+    meaning; and why the semantic arms do not run.
+
+    Without vectors the source arm would rank the messages by their words alone, which on LoCoMo's
+    development split ranked worse than recall's own arms (lexical observations recall@10 0.574 -> 0.548,
+    docs/quality.md), so the product without pgvector runs without it."""
     revision_providers, message_providers, unavailable = semantic_providers()
-    sources = [SourceMessages(message_providers)] if settings.ENGRAM_RECALL_SOURCE_ARM else []
+    sources = [SourceMessages(message_providers)] if settings.ENGRAM_RECALL_SOURCE_ARM and message_providers else []
     return [*revision_providers, *sources], unavailable
 
 

@@ -1,119 +1,148 @@
-"""Memory recall's source arm: eligible memories in the order of the messages they were learned from.
+"""Memory recall's source arm: recall's candidates ranked by the messages they were learned from.
 
 A memory is a short statement distilled from a message, and the message often carries what the
-statement left out: the words of the question, the place, the exchange around it. History search's
-ranking (:func:`rank_transcript`: its lexical and semantic arms, exchange context, names and dates)
-orders the perspective's eligible transcript for the query (each of its arms giving it ``SOURCE_POOL``
-candidates rather than the search's 200); the memories learned from its ``SOURCE_MESSAGES`` strongest
-messages that matched the query themselves are proposed in that order.
-A memory is learned from the message its first revision names as its source: an amended memory keeps
-that source (its entry's current revision is the one proposed), and one whose amendment names a source
-of its own has that one too, and takes the better rank of the two.
+statement left out: the words of the question, the place, the exchange around it. Once recall's other
+arms have gathered the candidate pool, the messages its memories were learned from are ranked for the
+question as history search ranks messages by relevance: by their words (``ts_rank`` over the message's
+search document) and by their meaning (the message's vector, where the semantic arm runs), fused by
+reciprocal rank. The candidates learned from the ``SOURCE_MESSAGES`` strongest messages that matched
+take the arm's ranks, each the rank of its best message.
 
-Unlike ``search_history``, the ranking excludes nothing the turn already holds and writes no search
-audit: it only orders, and what it proposes is recall's to trace. The message being answered matches
-its own words and takes one of the ``SOURCE_MESSAGES`` places, which lifts a memory only once one has
-been learned from it.
+It adds no candidate, and it is one statement: on LoCoMo's development split the arm that ranked the
+whole transcript with history search's full ranking and proposed what it found scored the same
+restricted to the memories the other arms had already found (docs/quality.md), so what the arm has to
+rank is the few hundred messages the pool was learned from, each read by id.
 
-Privacy: history search's ranking reads only messages the perspective may see (``EligibleMessages``),
-so no message outside the audience shapes the order; the proposal names only revisions of the
-eligible set, and, as for every provider, the arms statement judges each id against the eligible set
-again when it hydrates the candidates, so no ineligible memory can enter. A historical recall (``as_of``
-or ``known_at``) is the store as it stood then, and the transcript's ranking has no such bound (it
-would read what was written since), so the arm proposes nothing there.
+A memory is learned from the messages any revision of its entry names as its source: an amended
+memory keeps its first revision's source, and one whose amendment names a source of its own has that
+one too, and takes the better rank of the two.
+
+The question reads as the relevance arms read it (:attr:`RecallQuery.arm_text`: without the names of the
+people it names), for the words and the meaning alike, so a question that names nobody needs no model
+run of its own (its vector is the semantic arm's). A message written a moment ago, not yet embedded, is
+ranked over its words alone, never read as a poor match (the fresh-line rule).
+
+Privacy: every candidate was admitted by the eligible set (the arms statement hydrated it), and each
+source message is judged by history search's own eligibility (``EligibleMessages``) in the statement,
+so a message outside the audience ranks nothing: its memory keeps the ranks its own arms gave it. A
+historical recall (``as_of`` or ``known_at``) is the store as it stood then, and the messages' vectors
+and search documents have no such bound, so the arm ranks nothing there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import connection
+from pgvector import Vector
 
-from memory.models import EvidenceKind
-from memory.retrieval.eligibility import EligibleRevisions
-from memory.retrieval.history_search import (
-    Filters,
-    MessageCandidateProvider,
-    rank_transcript,
-    requester_identities,
-)
-from memory.retrieval.providers import ArmHit, ProviderTimeout
+from memory.embeddings.search import SemanticMessages
+from memory.models import EvidenceKind, MessageEmbedding
+from memory.retrieval.candidates import Candidate
+from memory.retrieval.eligibility import EligibleMessages, EligibleRevisions
+from memory.retrieval.history_search import fused_match
+from memory.retrieval.providers import ArmHit
 from memory.retrieval.query import RecallQuery
 
-#: How many of the transcript's strongest messages propose the memories learned from them. Against
-#: LoCoMo's development split 40 ranked the same as 20 (docs/quality.md).
-SOURCE_MESSAGES = 20
-#: How many candidates each of history search's arms gives the arm's ranking (the search's own is
-#: ``CANDIDATE_CAP``, 200). The lexical scan judges eligibility match by match until it has that many,
-#: and the proposals of the semantic arm are judged again, so fewer cost less: on LoCoMo's development
-#: split (hybrid, observations) 60 scored recall@10 0.669 against 200's 0.670 (30: 0.656), and recall
-#: with the arm took 1.86 rather than 1.98 times as long as without it (``bench_recall --source-arm
-#: both``, docs/quality.md).
-SOURCE_POOL = 60
+#: How many of the pool's source messages, the strongest that matched the question, rank the memories
+#: learned from them. More rank more memories, and the lower refill bar then lets more in: on LoCoMo's
+#: development split (hybrid) 10 gave recall@10 0.637 with a noise ratio below the default's, 20 and 40
+#: gave 0.646 and 0.653 with noise ratios far above it (docs/quality.md, "The source arm on by default").
+SOURCE_MESSAGES = 10
 
-#: The eligible memories learned from the given messages: each entry whose revision names one of them as
-#: its source, through the entry's current revision (an amendment keeps its memory's source), with the
-#: message. Each of the few revisions found is judged by one probe of the eligible set (as the semantic
-#: arm judges its nearest rows), not by a join the planner may build over every revision the agent has.
-_LEARNED_FROM = (
-    "SELECT e.current_revision_id, ev.message_id FROM memory_memoryevidence ev"
-    " JOIN memory_memoryrevision r ON r.id = ev.revision_id"
-    " JOIN memory_memoryentry e ON e.id = r.entry_id"
-    " WHERE ev.kind = %(src_kind)s AND ev.message_id = ANY(%(src_messages)s::bigint[])"
-    " AND (SELECT TRUE FROM ({eligible}) el WHERE el.revision_id = e.current_revision_id LIMIT 1)"
+#: The pool's entries' source messages that the perspective may read, each with its ``ts_rank`` for the
+#: question where its search document matches it (NULL where it does not) and its vector's cosine
+#: distance to the question (NULL where it has no vector in the live generation). Each message is
+#: judged by one probe of its row, and its document and vector are read by id: nothing is scanned.
+_RANKED_SOURCES = """
+WITH learned AS MATERIALIZED (
+    SELECT r.entry_id, ev.message_id FROM memory_memoryrevision r
+    JOIN memory_memoryevidence ev ON ev.revision_id = r.id
+    WHERE r.entry_id = ANY(%(src_entries)s::bigint[]) AND ev.kind = %(src_kind)s
+), judged AS MATERIALIZED (
+    SELECT m.id AS message_id,
+           (SELECT ts_rank(d.tsv, q.q) FROM history_messagesearchdocument d,
+                   (SELECT engram_search_query(%(q_text)s) AS q) q
+            WHERE d.message_id = m.id AND d.agent_id = %(el_agent)s AND d.tsv @@ q.q) AS lex,
+           {distance} AS distance
+    FROM {owned}
+    WHERE m.id IN (SELECT message_id FROM learned) AND {predicate}
+)
+SELECT learned.entry_id, judged.message_id, judged.lex, judged.distance
+FROM learned JOIN judged ON judged.message_id = learned.message_id
+"""
+_DISTANCE = (
+    "(SELECT v.vector <=> %(s_query)s::vector FROM {table} v WHERE v.message_id = m.id"
+    " AND v.generation_id = %(s_generation)s AND v.dims = %(s_dims)s)"
 )
 
 
 class SourceMessages:
-    """The source arm, as a candidate provider of memory recall; ``message_providers`` are history
-    search's semantic arms (none: its lexical arm alone ranks the transcript)."""
+    """The source arm of memory recall. ``message_vectors`` is history search's semantic arm, whose
+    generation holds the messages' vectors (none: the words alone rank them)."""
 
     name = "source"
-    in_database = True
 
-    def __init__(self, message_providers: Sequence[MessageCandidateProvider]) -> None:
-        self.message_providers = message_providers
+    def __init__(self, message_vectors: Sequence[SemanticMessages]) -> None:
+        self.message_vectors = message_vectors
 
-    def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
-        if not query.text.strip() or eligible.historical:
+    def rank(self, eligible: EligibleRevisions, query: RecallQuery, pool: Mapping[int, Candidate]) -> list[ArmHit]:
+        """The arm's hits over ``pool`` (recall's hydrated candidates, by revision id): each candidate
+        learned from one of the strongest matching source messages, at its best message's rank."""
+        if query.empty or eligible.historical or not pool:
             return []
-        perspective = eligible.perspective
-        ranked = rank_transcript(
-            perspective=perspective,
-            text=query.text,
-            filters=Filters(),
-            requester_ids=requester_identities(perspective),
-            excluded=set(),
-            providers=self.message_providers,
-            lexical=True,
-            limit=SOURCE_MESSAGES,
-            pool=SOURCE_POOL,
-        )
-        if ranked.degradation:
-            # A semantic arm of history search that failed would leave an order recall's trace could not
-            # explain: the arm fails whole, and recall names it (``source_timeout``, ``source_unavailable``).
-            if "timeout" in ranked.degradation:
-                raise ProviderTimeout(f"history search: {ranked.degradation}")
-            raise RuntimeError(f"history search: {ranked.degradation}")
-        # Only messages a relevance arm matched: a line that joined history's pool as a strong match's
-        # neighbour, with no match of its own, does not speak for the memories learned from it.
-        matched = [message_id for _, message_id, components in ranked.chosen if components["match"] > 0]
-        message_rank = {message_id: rank for rank, message_id in enumerate(matched, start=1)}
-        if not message_rank:
-            return []
+        revision_of = {candidate.entry_id: candidate.revision_id for candidate in pool.values()}
+        messages = EligibleMessages(eligible.perspective)
+        text = query.arm_text
+        params = {
+            **messages.params(),
+            "q_text": text,
+            "src_entries": sorted(revision_of),
+            "src_kind": EvidenceKind.SOURCE_MESSAGE,
+        }
+        vectors = self.message_vectors[0] if self.message_vectors else None
+        distance = "NULL::float8"
+        if vectors is not None:
+            distance = _DISTANCE.format(table=MessageEmbedding._meta.db_table)
+            params |= {
+                "s_query": Vector(vectors.query_vector(text)).to_text(),
+                "s_generation": vectors.generation.pk,
+                "s_dims": int(vectors.generation.dims),
+            }
+        sql = _RANKED_SOURCES.format(distance=distance, owned=messages.owned(), predicate=messages.predicate())
         with connection.cursor() as cursor:
-            cursor.execute(
-                _LEARNED_FROM.format(eligible=eligible.sql()),
-                {
-                    **eligible.params(),
-                    "src_kind": EvidenceKind.SOURCE_MESSAGE,
-                    "src_messages": sorted(message_rank),
-                },
-            )
-            learned_from = cursor.fetchall()
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        message_rank = self._message_ranks(rows, semantic_floor=vectors.floor if vectors is not None else None)
         best: dict[int, int] = {}
-        for revision_id, message_id in learned_from:
-            rank = message_rank[message_id]
-            best[revision_id] = min(rank, best.get(revision_id, rank))
-        ordered = sorted(best.items(), key=lambda item: (item[1], item[0]))[:limit]
+        for entry_id, message_id, _, _ in rows:
+            rank = message_rank.get(message_id)
+            if rank is not None:
+                revision_id = revision_of[entry_id]
+                best[revision_id] = min(rank, best.get(revision_id, rank))
+        ordered = sorted(best.items(), key=lambda item: (item[1], item[0]))
         return [ArmHit(self.name, revision_id, rank, round(1.0 / rank, 6)) for revision_id, rank in ordered]
+
+    @staticmethod
+    def _message_ranks(
+        rows: Sequence[tuple[int, int, float | None, float | None]], *, semantic_floor: float | None
+    ) -> dict[int, int]:
+        """The strongest ``SOURCE_MESSAGES`` messages that matched, by reciprocal-rank fusion of their
+        words' rank and (where vectors exist) their meaning's rank among the pool's source messages."""
+        words = {message_id: lex for _, message_id, lex, _ in rows if lex is not None}
+        ranks = {"lexical": _ranked(sorted(words, key=lambda m: (-words[m], m)))}
+        arms = ["lexical"]
+        unranked: dict[str, set[int]] = {}
+        if semantic_floor is not None:
+            near = {message_id: d for _, message_id, _, d in rows if d is not None and d <= 1 - semantic_floor}
+            ranks["semantic"] = _ranked(sorted(near, key=lambda m: (near[m], m)))
+            arms.append("semantic")
+            # Not embedded yet: ranked over its words alone, never read as a poor match.
+            unranked["semantic"] = {message_id for _, message_id, _, d in rows if d is None}
+        match = {message_id: fused_match(message_id, ranks, arms, unranked) for _, message_id, _, _ in rows}
+        strongest = sorted((m for m in match if match[m] > 0), key=lambda m: (-match[m], m))[:SOURCE_MESSAGES]
+        return _ranked(strongest)
+
+
+def _ranked(ids: Sequence[int]) -> dict[int, int]:
+    return {message_id: rank for rank, message_id in enumerate(ids, start=1)}

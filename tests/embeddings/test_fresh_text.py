@@ -91,7 +91,8 @@ def test_a_memory_not_yet_embedded_is_recalled_first_for_its_rare_word(ws: Works
     assert before.degradation == ""
     assert {r.pk for r in look_alikes} <= {i.revision_id for i in before.items if "semantic" in i.arms}
     assert revision_ids(before)[0] == fresh.pk
-    assert before.items[0].arms == ["lexical"] and before.items[0].components["match"] == 1.0
+    # Neither the memory nor the message it was learned from has a vector yet: both are ranked by words.
+    assert before.items[0].arms == ["lexical", "source"] and before.items[0].components["match"] == 1.0
 
     drain()
     after = ws.ask(ws.bob_dm, ws.bob, QUESTION)
@@ -101,7 +102,7 @@ def test_a_memory_not_yet_embedded_is_recalled_first_for_its_rare_word(ws: Works
     # processors (with and without AVX-512).
     assert revision_ids(after)[0] == fresh.pk
     assert set(revision_ids(after)) == set(revision_ids(before))
-    assert after.items[0].arms == ["lexical", "semantic"]
+    assert after.items[0].arms == ["lexical", "semantic", "source"]
 
 
 def statements_reading(captured: CaptureQueriesContext, table: str) -> list[str]:
@@ -147,9 +148,9 @@ def test_only_an_arm_that_cannot_rank_a_text_leaves_its_scale() -> None:
 def test_a_recall_embeds_its_question_once_for_its_own_and_its_source_arm(
     ws: Workspace, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Memory recall's semantic arm and its source arm's history search (its semantic arm) search for the
-    same question: the model embeds it once per recall, and again for the next recall (nothing is kept
-    beyond the read)."""
+    """Memory recall's semantic arm and its source arm (the source messages' meaning) read the same
+    question: the model embeds it once per recall, and again for the next recall (nothing is kept beyond
+    the read)."""
     settings.ENGRAM_RECALL_SOURCE_ARM = True
     ws.remember(FRESH, said_in=ws.general, by=ws.alice)
     drain()

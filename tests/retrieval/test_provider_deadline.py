@@ -1,6 +1,6 @@
-"""Providers share one deadline: a provider that runs providers of its own (memory recall's source arm
-runs history search, whose semantic arm is one) gives them what is left of its deadline, never a fresh
-one, so a read with a hung vector store still answers within the deadline it was given."""
+"""Providers share one deadline: a provider that runs providers of its own gives them what is left of
+its deadline, never a fresh one, so a read with a hung vector store still answers within the deadline it
+was given."""
 
 from __future__ import annotations
 

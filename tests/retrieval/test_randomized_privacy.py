@@ -271,13 +271,13 @@ def test_recall_on_a_streaming_replica_never_returns_what_the_oracle_forbids(rou
     assert not (routed_replica.lagging or routed_replica.unavailable or routed_replica.failed), routed_replica
 
 
-#: Recalls with the source arm: each runs history search's ranking over the agent's transcript.
+#: Recalls with the source arm: each ranks its pool by the words of the messages its memories were learned from.
 SOURCE_RECALLS = 1_000
 
 
 @pytest.mark.timeout(900)
 def test_the_source_arm_never_lifts_a_memory_by_a_message_the_destination_may_not_see() -> None:
-    """The same world and questions, with the source arm (history search's lexical ranking): every item
+    """The same world and questions, with the source arm (over the source messages' words): every item
     passes the recall oracle, and every item the arm proposed was learned from a message the history
     oracle lets this conversation read. A memory shared by a grant, whose source the destination may
     not read, is returned by its own words only."""
@@ -316,7 +316,7 @@ def test_the_source_arm_never_lifts_a_memory_by_a_message_the_destination_may_no
                 unreadable_sources += 1
             if broken:
                 leaks.append(f"case {case}: conversation {conversation.pk} query {text!r}: {item.revision_id} {broken}")
-    print(f"\nsource arm fuzz: {SOURCE_RECALLS} recalls, {proposed} items proposed by the arm, {len(leaks)} leaks")
+    print(f"\nsource arm fuzz: {SOURCE_RECALLS} recalls, {proposed} items ranked by the arm, {len(leaks)} leaks")
     assert not leaks, f"{len(leaks)} leaks, first ones:\n" + "\n".join(leaks[:20])
     # It could have failed: the arm proposed items, and items were returned whose source may not be read here.
     assert proposed >= 50 and unreadable_sources > 0, (proposed, unreadable_sources)

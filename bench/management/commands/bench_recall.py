@@ -17,7 +17,7 @@ Then it settles the tables (``VACUUM (ANALYZE)``), warms up, and times ``recall(
 last line is one JSON object.
 ``--explain`` prints EXPLAIN ANALYZE of the arms statement of the slowest and the median question.
 ``--source-arm both`` times every question twice, without and with memory recall's source arm
-(``memory.retrieval.sources``, through history search's lexical arm: the corpus has no vectors), which
+(``memory.retrieval.sources``, over the messages' words alone: the corpus has no vectors), which
 goes first alternating from one question to the next, so that a drift of the machine's speed falls on
 both alike; the table and the JSON's top-level figures are without the arm, ``source_arm`` holds the
 figures with it and ``p95_ratio`` its p95 over the other's.
@@ -46,10 +46,9 @@ from bench.harness.stats import percentile
 from history.audience import Audience
 from history.models import Conversation
 from memory.models import MemoryEntry
-from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query
-from memory.retrieval.service import recall, task_budget
+from memory.retrieval.service import RecallProvider, recall, task_budget
 from memory.retrieval.sources import SourceMessages
 
 TENANT_SLUG = "bench-recall"
@@ -460,13 +459,13 @@ class Bench:
         return Question(index, conversation, self.rng.choice(readers), " ".join(words))
 
     def time(self, question: Question, *, sourced: bool = False) -> tuple[float, int]:
-        """One recall's wall time and items; ``sourced`` adds the source arm (over history search's
-        lexical arm) to the lexical path."""
+        """One recall's wall time and items; ``sourced`` adds the source arm (over the messages' words
+        alone) to the lexical path."""
         query = form_query(
             message=question.text, requester_id=question.requester_id, known_actors=self.people[question.agent_index]
         )
         perspective = perspective_for_conversation(question.conversation, requester_id=question.requester_id)
-        providers: list[CandidateProvider] | None = None if self.semantic else []
+        providers: list[RecallProvider] | None = None if self.semantic else []
         if sourced and providers is not None:
             providers.append(SourceMessages(()))
         started = time.perf_counter()

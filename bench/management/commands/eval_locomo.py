@@ -16,10 +16,10 @@ then asked from that conversation, requested by speaker A.
   token allowance); each item counts as its observation's source turn, in item order.
 
 Modes: ``lexical`` runs the lexical arm only, ``semantic`` the semantic arm only, ``hybrid`` both (what
-the product does). For observations, memory recall's source arm (the memories of history search's
-strongest messages) runs where ``ENGRAM_RECALL_SOURCE_ARM`` turns it on, as the product would run it:
-in ``lexical`` mode through history's lexical arm (the product without pgvector), in ``hybrid`` mode
-with history's semantic arm too; ``semantic`` mode leaves it out. For the
+the product does). For observations, memory recall's source arm (the pool ranked by the words and
+meaning of the messages its memories were learned from) runs as the product runs it: in ``hybrid``
+mode, where ``ENGRAM_RECALL_SOURCE_ARM`` is on (the default); ``lexical`` mode (the product without
+pgvector) and ``semantic`` mode leave it out. For the
 last two modes the imported text is embedded first, by draining the index outbox inside the
 evaluation's transaction; that time is reported apart. ``--embedding-cache`` reuses
 the vectors of earlier runs for texts already embedded (:mod:`bench.embedding_cache`): the outbox, the
@@ -67,12 +67,11 @@ from history.models import Conversation, Message
 from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
 from memory.models import BeliefType
-from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.history_search import MAX_LIMIT, HistoryQuery, search_history
 from memory.retrieval.query import form_query
 from memory.retrieval.render import MAX_ALLOWANCE
-from memory.retrieval.service import Budget, recall
+from memory.retrieval.service import Budget, RecallProvider, recall
 from memory.retrieval.sources import SourceMessages
 from memory.services import Belief, Provenance, memory_remember
 
@@ -277,11 +276,11 @@ def evaluate_conversation(
     requester = by_name.get(conversation.speaker_a)
     perspective = perspective_for_conversation(thread, requester_id=requester.pk if requester else None)
     revision_providers, message_providers, _ = semantic_providers() if mode != "lexical" else ([], [], "")
-    # Memory recall's provider arms as the product runs them: the semantic arm, and the source arm where
-    # ENGRAM_RECALL_SOURCE_ARM turns it on (through history's lexical arm alone in lexical mode, the
-    # product without pgvector; semantic mode measures the semantic arm alone).
-    sources = settings.ENGRAM_RECALL_SOURCE_ARM and mode != "semantic"
-    recall_arms: list[CandidateProvider] = [
+    # Memory recall's provider arms as the product runs them (``recall_providers``): the semantic arm,
+    # and with it the source arm where ENGRAM_RECALL_SOURCE_ARM is on; semantic mode measures the
+    # semantic arm alone.
+    sources = settings.ENGRAM_RECALL_SOURCE_ARM and mode == "hybrid" and bool(message_providers)
+    recall_arms: list[RecallProvider] = [
         *revision_providers,
         *([SourceMessages(message_providers)] if sources else []),
     ]

@@ -27,7 +27,7 @@ answered and the loaded window are excluded. Every search, empty or not, writes 
 ``ConversationSearchEvent`` with a keyed digest and exclusion counts by the first rule that removed each
 match; if that write fails the search fails. Results join the turn's evidence. (``rank_transcript`` is
 the ranking alone, under the same eligibility: it excludes what its caller names, hydrates nothing and
-writes no audit; memory recall's source arm reads its order.)
+writes no audit.)
 
 Transcript lines are data, never instructions, exactly like memories: every hit and every neighbour
 goes through memory recall's safety scan (:func:`memory.retrieval.safety.block_reason`) when it is

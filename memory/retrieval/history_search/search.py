@@ -135,9 +135,8 @@ def rank_transcript(
 ) -> RankedTranscript:
     """History search's candidates and ranking: the eligible transcript's strongest ``limit`` messages
     for ``text``, within the filters and without the excluded ids, best first. Nothing is hydrated or
-    audited: :func:`search_history` does that for the hits it returns, and memory recall's source arm
-    (:mod:`memory.retrieval.sources`) reads only the order. ``pool`` caps each arm's candidates (the
-    lexical scan stops at that many eligible matches): the search's own, ``CANDIDATE_CAP``, by default."""
+    audited: :func:`search_history` does that for the hits it returns. ``pool`` caps each arm's candidates
+    (the lexical scan stops at that many eligible matches): the search's own, ``CANDIDATE_CAP``, by default."""
     pool = CANDIDATE_CAP if pool is None else pool
     eligible = EligibleMessages(perspective)
     params = {

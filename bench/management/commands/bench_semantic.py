@@ -1,7 +1,8 @@
 """``manage.py bench_semantic --against PATH``: semantic recall p95 and history search p95 (semantic arm on)
 of this code against another checkout of Engram, side by side on one corpus.
 
-The corpus is ``bench_embed``'s (``bench_recall``'s revisions, with vectors of the live generation) plus
+The corpus is ``bench_embed``'s (``bench_recall``'s revisions and the messages they were learned from, with
+vectors of the live generation) plus
 a ``bench_history`` transcript whose messages get vectors too. Each checkout runs in its own process,
 started with this interpreter in that checkout's folder and pointed at this process's database; the two
 take blocks of ``--block`` recalls and history searches in turn (A B B A A B …), each asking the same
@@ -141,6 +142,8 @@ class Command(BaseCommand):
         recall_spec = bench_recall.Spec(revisions=options["revisions"], agents=options["agents"], seed=options["seed"])
         recall_agents, _ = bench_recall.ensure_corpus(recall_spec)
         embed_corpus(recall_agents, self.stdout.write)
+        # The messages the memories were learned from, too: recall's source arm reads their vectors.
+        embed_messages(recall_agents)
         history_spec = bench_history.Spec(
             messages=options["messages"], agents=options["history_agents"], seed=options["seed"]
         )

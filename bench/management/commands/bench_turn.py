@@ -60,6 +60,11 @@ migrations, run with this interpreter): each is served by its own gunicorn on th
 take blocks of ten turns in turn, so that a drift of the machine's speed falls on both alike. The table
 and the JSON's top-level figures are this code's; ``against`` holds the other's (``code``, ``turns``,
 the latencies and ``cpu_ms_per_turn``).
+
+``--vectors`` embeds the corpus (its memories and messages, in the live generation) before the turns, so
+that their recalls and searches run the semantic arms, and recall's source arm, which ranks the messages
+memories were learned from by their meaning too and runs only where vectors exist. Embedding 110,000
+texts takes minutes; a reused corpus keeps its vectors.
 """
 
 from __future__ import annotations
@@ -84,12 +89,14 @@ from django.db.models import Count
 from accounts.models import Actor, RuntimeAgent, Tenant
 from accounts.services import api_key_create
 from bench.harness import http_client
-from bench.harness.corpus import settle
+from bench.harness.corpus import EMBEDDING_TABLES, settle
 from bench.harness.machine import cpu_probe_seconds
 from bench.harness.server import CpuAccount, database_server_pid, served_process
 from bench.harness.stats import percentile
 from bench.harness.typescript_client import ClientUnavailable, RuntimeFailed, TypeScriptRuntime
+from bench.management.commands.bench_embed import embed_corpus
 from bench.management.commands.bench_recall import CORPUS_EPOCH, NO_INDEX_WORK, Spec, Statements, build_agent
+from bench.management.commands.bench_semantic import embed_messages
 from history.models import Conversation, Message, MessageDirection
 from memory.models import MemoryEntry
 from memory.retrieval.query import content_terms
@@ -142,6 +149,12 @@ class Command(BaseCommand):
             "on one server, in rotating blocks of ten turns; report each p95 and each p95 over the first's.",
         )
         parser.add_argument(
+            "--vectors",
+            action="store_true",
+            help="Give the corpus's memories and messages vectors of the live generation first, so that the "
+            "turns' recalls run the semantic arms (and recall's source arm, which needs them).",
+        )
+        parser.add_argument(
             "--against",
             type=Path,
             help="Another checkout of Engram (same migrations) to compare with, free of the machine's drift: "
@@ -166,6 +179,10 @@ class Command(BaseCommand):
             f"{spec.revisions} memories, {spec.messages} messages"
         )
         settle()
+        if options["vectors"]:
+            embed_corpus([agent], self.stdout.write)
+            embed_messages([agent])
+            settle(EMBEDDING_TABLES)
 
         rng = random.Random(spec.seed * 7919 + options["turns"])
         script = Script.load(agent, rng, per_conversation=options["per_conversation"])

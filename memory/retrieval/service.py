@@ -177,7 +177,10 @@ def recall(
         )
         sql_latency = round((time.perf_counter() - arm_started) * 1000, 3)
         # The source arm ranks the pool's memories by the messages they were learned from: one bounded
-        # statement over the pool, like the SQL arms (no provider deadline of its own).
+        # statement over the pool, like the SQL arms (no provider deadline of its own). It runs with the
+        # semantic arm, so not where that failed or missed its deadline (its degradation says so).
+        if outcome.failed:
+            sources = []
         source_started = time.perf_counter()
         sourced_hits = [hit for source in sources for hit in source.rank(eligible, query, arms.pool)]
         source_latency = {source.name: round((time.perf_counter() - source_started) * 1000, 3) for source in sources}

@@ -12,10 +12,9 @@ import pytest
 from accounts.models import Actor, Connector, RuntimeAgent
 from history.models import Conversation
 from memory.models import MemoryRevision
-from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import form_query
-from memory.retrieval.service import RecallResult, recall, task_budget
+from memory.retrieval.service import RecallProvider, RecallResult, recall, task_budget
 from memory.services import Belief, Provenance, memory_remember
 from tests.factories import ActorFactory, AgentFactory, ConnectorFactory, Speaks, direct_conversation, public_channel
 
@@ -58,7 +57,7 @@ class Workspace(Speaks):
         known_at: datetime | None = None,
         max_tokens: int | None = None,
         max_items: int = 12,
-        providers: Sequence[CandidateProvider] | None = None,
+        providers: Sequence[RecallProvider] | None = None,
     ) -> RecallResult:
         return recall(
             perspective=perspective_for_conversation(conversation, requester_id=requester.pk),

@@ -42,10 +42,9 @@ from config.replica import ReplicaStats
 from history.audience import Audience
 from history.models import Conversation, MessageSourceEvidence
 from memory.models import EntryStatus, EvidenceKind, Lifecycle, MemoryEvidence, MemoryRevision, Portability
-from memory.retrieval.arms import CandidateProvider
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.query import content_terms, form_query
-from memory.retrieval.service import RecallResult, recall, task_budget
+from memory.retrieval.service import RecallProvider, RecallResult, recall, task_budget
 from memory.retrieval.sources import SourceMessages
 from tests.fuzz_world import NOISE_WORDS, AgentWorld, Oracle, analyze, build_world, random_requester
 from tests.history.test_randomized_history_privacy import TranscriptOracle
@@ -170,7 +169,7 @@ def random_recalls(
     worlds: list[AgentWorld],
     count: int,
     *,
-    providers: Sequence[CandidateProvider] | None = None,
+    providers: Sequence[RecallProvider] | None = None,
 ) -> Iterator[tuple[int, Conversation, int | None, str, RecallResult]]:
     """``count`` recalls, each from a random conversation of a random world by a random requester with a
     random question: ``(case, conversation, requester id, question, result)``."""

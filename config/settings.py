@@ -267,8 +267,9 @@ ENGRAM_EMBEDDING_THREADS = int(os.environ.get("ENGRAM_EMBEDDING_THREADS", "1"))
 ENGRAM_EMBEDDING_BATCH = int(os.environ.get("ENGRAM_EMBEDDING_BATCH", "64"))
 # Memory recall's source arm (memory/retrieval/sources.py): recall's candidates ranked by the words and
 # meaning of the messages they were learned from, in one statement over the candidate pool. On by default:
-# LoCoMo observations recall@10 0.601 -> 0.637 with a lower noise ratio, for recall's p95 1.19 times and
-# the whole HTTP turn's 1.05 times (docs/quality.md, "The source arm on by default"). Set to 0 to leave it out.
+# LoCoMo observations recall@10 0.601 -> 0.637 with a lower noise ratio, for recall's p95 1.15 times and
+# the whole HTTP turn's p95 1.06 times (with vectors; docs/performance.md). It runs only where the semantic
+# arm does (docs/quality.md, "The source arm on by default"). Set to 0 to leave it out.
 ENGRAM_RECALL_SOURCE_ARM = _env_bool("ENGRAM_RECALL_SOURCE_ARM", True)
 # Ask a worker to embed right after each write commits (the periodic drain runs regardless).
 ENGRAM_NOTIFY_INDEXER = _env_bool("ENGRAM_NOTIFY_INDEXER", True)

@@ -131,19 +131,17 @@ def rank_transcript(
     lexical: bool,
     limit: int,
     turn: Turn | None = None,
-    pool: int | None = None,
 ) -> RankedTranscript:
     """History search's candidates and ranking: the eligible transcript's strongest ``limit`` messages
     for ``text``, within the filters and without the excluded ids, best first. Nothing is hydrated or
-    audited: :func:`search_history` does that for the hits it returns. ``pool`` caps each arm's candidates
-    (the lexical scan stops at that many eligible matches): the search's own, ``CANDIDATE_CAP``, by default."""
-    pool = CANDIDATE_CAP if pool is None else pool
+    audited: :func:`search_history` does that for the hits it returns. Each arm gives at most
+    ``CANDIDATE_CAP`` candidates (the lexical scan stops at that many eligible matches)."""
     eligible = EligibleMessages(perspective)
     params = {
         **eligible.params(),
         "q_text": text,
         "q_excluded": sorted(excluded),
-        "q_cap": pool,
+        "q_cap": CANDIDATE_CAP,
         **filters.params,
     }
     structural = filters.sql
@@ -167,10 +165,10 @@ def rank_transcript(
             rows[row[0]] = row
     outcome = run_providers(
         [
-            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, matched, pool))
+            ProviderCall(p.name, p.in_database, partial(p.message_candidates, eligible, matched, CANDIDATE_CAP))
             for p in providers
         ],
-        cap=pool,
+        cap=CANDIDATE_CAP,
     )
     proposed = {hit.target_id for hit in outcome.hits}
     # Provider ids count only once the same eligibility, exclusions and filters admit them.

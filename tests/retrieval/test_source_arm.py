@@ -3,6 +3,7 @@ learned from, only through messages the audience may see, and the arm adds no ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +17,8 @@ from memory.retrieval import sources
 from memory.retrieval.arms import sql_arms
 from memory.retrieval.eligibility import EligibleRevisions, perspective_for_conversation
 from memory.retrieval.history_search import HistoryQuery, search_history
-from memory.retrieval.query import form_query
+from memory.retrieval.providers import ArmHit
+from memory.retrieval.query import RecallQuery, form_query
 from memory.retrieval.service import recall_providers
 from memory.retrieval.sources import SourceMessages
 from memory.services import Belief, Provenance, entry_forget, memory_remember, revision_amend
@@ -205,3 +207,31 @@ def test_a_silent_source_arm_changes_nothing(ws: Workspace) -> None:
     assert [i.components["match"] for i in silent.items] == [i.components["match"] for i in alone.items]
     assert silent.rendered.startswith('<memory policy="retrieval@3"')
     assert not silent.rendered.startswith('<memory policy="retrieval@3+source@1"')
+
+
+class UnreachableVectors:
+    """The semantic arm with its vector store gone: every call fails."""
+
+    name = "semantic"
+    in_database = False
+
+    def candidates(self, eligible: EligibleRevisions, query: RecallQuery, limit: int) -> Sequence[ArmHit]:
+        raise ConnectionError("vector store unreachable")
+
+
+def test_where_the_semantic_arm_failed_the_source_arm_does_not_run(ws: Workspace) -> None:
+    """The source arm runs with the semantic arm: where that failed (or missed its deadline) the read
+    degrades to what the SQL arms found, ranked as without either arm, and says so."""
+    by_own_words = learn(ws, ws.general, ws.bob, "Noted.", "The kiwi offsite moved: kiwi offsite, moved.")
+    meets = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+
+    ranking = ws.ask(ws.general, ws.alice, QUESTION, providers=WITH_SOURCES)
+    assert revision_ids(ranking)[:2] == [meets.pk, by_own_words.pk]
+    degraded = ws.ask(ws.general, ws.alice, QUESTION, providers=[UnreachableVectors(), *WITH_SOURCES])
+    alone = ws.ask(ws.general, ws.alice, QUESTION, providers=())
+    assert degraded.degradation == "semantic_unavailable"
+    assert revision_ids(degraded) == revision_ids(alone)
+    assert [item.arms for item in degraded.items] == [item.arms for item in alone.items]
+    assert "source" not in {arm for item in degraded.items for arm in item.arms}
+    assert degraded.rendered.startswith('<memory policy="retrieval@3"')
+    assert not degraded.rendered.startswith('<memory policy="retrieval@3+source@1"')

@@ -33,11 +33,11 @@ NEAR_DUPLICATE_JACCARD = 0.8
 #: this fraction of the best). Items the cap left out below that bar were almost never relevant (LoCoMo
 #: dev), so adding them would raise the noise ratio, which spec 001's gates forbid (docs/quality.md).
 REFILL_MATCH_RATIO = 0.8
-#: The bar when the source arm ranked candidates: the fusion then separates relevant items from the
-#: rest more sharply, and a lower bar still lowers the noise ratio (LoCoMo dev, hybrid: recall@10 0.629
-#: at 0.6, 0.637 at 0.5, 0.650 at 0.4 with a noise ratio above the default's; docs/quality.md, "The
-#: source arm on by default").
-SOURCE_REFILL_MATCH_RATIO = 0.5
+#: The bar when the source arm ranked candidates: the fusion (``ranking.SOURCE_RRF_K``) then separates
+#: relevant items from the rest more sharply, and a lower bar still lowers the noise ratio (LoCoMo dev,
+#: hybrid, at k 10: recall@10 0.631 at 0.5 and 0.651 at 0.4, noise ratios 0.8759 and 0.8916 against
+#: 0.9058 before; docs/quality.md, "The source fusion at k 10").
+SOURCE_REFILL_MATCH_RATIO = 0.4
 #: In a question that names whom it is about, an item about someone else is shown only if its fused
 #: match is at least this fraction of the best match. On LoCoMo dev, 96 % of the evidence of a question
 #: naming one speaker was that speaker's; the other speaker's weaker matches were nearly all noise, and

@@ -37,7 +37,7 @@ def test_the_source_arm_runs_by_default_where_the_semantic_arm_runs(ws: Workspac
     assert found.degradation == ""
     (item,) = [item for item in found.items if item.revision_id == meets.pk]
     assert item.arms == ["lexical", "semantic", "source"]
-    assert found.rendered.startswith('<memory policy="retrieval@3+source@1"')
+    assert found.rendered.startswith('<memory policy="retrieval@3+source@2"')
 
     settings.ENGRAM_RECALL_SOURCE_ARM = False
     assert not sourced(ws)

@@ -80,6 +80,19 @@ def test_the_source_arm_weighs_twice_a_relevance_arm_in_the_fusion(ws: Workspace
     assert items[by_own_words.pk].components["match"] == pytest.approx(1 / 3, abs=1e-3)
 
 
+def test_where_the_source_arm_ranked_the_fusion_constant_is_history_searchs(ws: Workspace) -> None:
+    """Reciprocal rank at k 10 where the source arm ranked (``SOURCE_RRF_K``), at 60 without it: the
+    memory second by its own words and first by its source."""
+    by_own_words = learn(ws, ws.general, ws.bob, "Noted.", "The kiwi offsite moved: kiwi offsite, moved.")
+    meets = learn(ws, ws.general, ws.bob, SAID, LEARNED)
+
+    alone = {item.revision_id: item for item in ws.ask(ws.general, ws.alice, QUESTION, providers=()).items}
+    assert alone[meets.pk].arms == ["lexical"] and alone[by_own_words.pk].components["match"] == 1.0
+    assert alone[meets.pk].components["match"] == pytest.approx((1 / 62) / (1 / 61), abs=1e-4)
+    found = {item.revision_id: item for item in ws.ask(ws.general, ws.alice, QUESTION, providers=WITH_SOURCES).items}
+    assert found[meets.pk].components["match"] == pytest.approx((1 / 12 + 2 / 11) / (3 / 11), abs=1e-4)
+
+
 def test_the_source_arm_adds_no_candidate(ws: Workspace) -> None:
     """A memory whose own words and meaning no arm matched is not found through its source: the arm
     ranks the pool the other arms gathered."""
@@ -191,7 +204,7 @@ def test_without_vectors_the_source_arm_stays_out_where_the_setting_is_on(ws: Wo
     assert found.rendered.startswith('<memory policy="retrieval@3"')
     # Given explicitly, it runs over the words alone, and names itself in the policy.
     given = ws.ask(ws.general, ws.alice, QUESTION, providers=WITH_SOURCES)
-    assert given.rendered.startswith('<memory policy="retrieval@3+source@1"')
+    assert given.rendered.startswith('<memory policy="retrieval@3+source@2"')
 
 
 def test_a_silent_source_arm_changes_nothing(ws: Workspace) -> None:
@@ -206,7 +219,7 @@ def test_a_silent_source_arm_changes_nothing(ws: Workspace) -> None:
     assert revision_ids(silent) == revision_ids(alone) == [meets.pk]
     assert [i.components["match"] for i in silent.items] == [i.components["match"] for i in alone.items]
     assert silent.rendered.startswith('<memory policy="retrieval@3"')
-    assert not silent.rendered.startswith('<memory policy="retrieval@3+source@1"')
+    assert not silent.rendered.startswith('<memory policy="retrieval@3+source@2"')
 
 
 class UnreachableVectors:
@@ -234,4 +247,4 @@ def test_where_the_semantic_arm_failed_the_source_arm_does_not_run(ws: Workspace
     assert [item.arms for item in degraded.items] == [item.arms for item in alone.items]
     assert "source" not in {arm for item in degraded.items for arm in item.arms}
     assert degraded.rendered.startswith('<memory policy="retrieval@3"')
-    assert not degraded.rendered.startswith('<memory policy="retrieval@3+source@1"')
+    assert not degraded.rendered.startswith('<memory policy="retrieval@3+source@2"')

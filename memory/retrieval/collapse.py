@@ -37,7 +37,7 @@ REFILL_MATCH_RATIO = 0.8
 #: relevant items from the rest more sharply, and a lower bar still lowers the noise ratio (LoCoMo dev,
 #: hybrid, at k 10: recall@10 0.631 at 0.5 and 0.651 at 0.4, noise ratios 0.8759 and 0.8916 against
 #: 0.9058 before; docs/quality.md, "The source fusion at k 10").
-SOURCE_REFILL_MATCH_RATIO = 0.4
+SOURCE_REFILL_MATCH_RATIO = 0.35
 #: In a question that names whom it is about, an item about someone else is shown only if its fused
 #: match is at least this fraction of the best match. On LoCoMo dev, 96 % of the evidence of a question
 #: naming one speaker was that speaker's; the other speaker's weaker matches were nearly all noise, and

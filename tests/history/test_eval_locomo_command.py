@@ -194,6 +194,10 @@ def test_eval_recall_noise_reports_noise_beside_the_same_recall_and_changes_noth
         assert noise_report[metric] == recall_report[metric], metric
     assert 0.0 <= noise_report["noise_ratio"] <= 1.0
     assert noise_report["returned_per_question"] > 0
+    # What ranking could reach: every turn recall returns was considered, and came from an observation.
+    reach = noise_report["reach"]
+    assert noise_report["recall@10"] <= reach["considered"] <= reach["observed"] <= 1.0
+    assert set(reach["by_category"]) <= {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop"}
     assert _row_counts() == before
 
 

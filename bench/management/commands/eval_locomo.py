@@ -66,7 +66,7 @@ from bench.ranking_replay import RankingRecorder, recording_rankings
 from history.models import Conversation, Message
 from memory.embeddings.index import drain_outbox, semantic_enabled, vectors_stored
 from memory.embeddings.search import semantic_providers
-from memory.models import BeliefType
+from memory.models import BeliefType, RecallTrace
 from memory.retrieval.eligibility import perspective_for_conversation
 from memory.retrieval.history_search import MAX_LIMIT, HistoryQuery, search_history
 from memory.retrieval.query import form_query
@@ -225,12 +225,16 @@ def evaluate_conversation(
     progress: tqdm[Any] | None = None,
     items: int = OBSERVATION_ITEMS,
     on_ranked: Callable[[int, tuple[str, ...], list[str]], None] | None = None,
+    on_considered: Callable[[int, tuple[str, ...], set[str], set[str]], None] | None = None,
     recorder: RankingRecorder | None = None,
 ) -> None:
     """Import one conversation into a workspace of its own and score each of its questions.
 
     ``items`` is memory recall's item budget (observations); ``on_ranked`` sees each question's
     category, evidence and ranked units as they are scored (``eval_recall_noise`` counts noise there);
+    ``on_considered`` sees, for each question recall was asked, its category, its evidence, the units
+    any stored observation comes from and the units of every candidate the recall considered (read from
+    its trace: the pool ranking chose from);
     ``recorder`` records each question with what its history search ranked (turns).
     """
     timings = timings if timings is not None else Timings()
@@ -310,6 +314,10 @@ def evaluate_conversation(
                 )
                 ranked = [units[item.revision_id] for item in recalled.items if item.revision_id in units]
             timings.question_ms.append((time.perf_counter() - started) * 1000)
+            if on_considered is not None and unit == "observations":
+                candidate_ids = RecallTrace.objects.get(pk=recalled.trace_id).candidate_ids or []
+                considered = {units[pk] for pk in candidate_ids if pk in units}
+                on_considered(question.category, question.evidence, set(units.values()), considered)
         evaluation.add(category=question.category, ranked=ranked, evidence=question.evidence)
         if recorder is not None:
             recorder.question(

@@ -20,6 +20,12 @@ reported overall, per category and per conversation, from the same run.
 ``--embedding-cache`` reuses the vectors of earlier runs, as ``eval_locomo``'s does
 (:mod:`bench.embedding_cache`).
 
+Beside them, how much of the evidence ranking could reach at all (``reach``, categories 1-4, each a mean
+over questions of the share of its evidence turns): ``observed``, the turns any stored observation comes
+from (no retrieval returns a turn nothing was learned from), and ``considered``, the turns of the
+candidates the recall considered (its trace's candidate ids: the pool ranking and collapse chose from).
+Recall@10 can rise by ranking alone only as far as ``considered``.
+
 Everything runs in one transaction that is rolled back: the database is left as it was.
 """
 
@@ -67,13 +73,44 @@ class Noise:
             counts[1] += sum(1 for unit in ranked[:k] if unit not in relevant)
 
     def report(self) -> dict[str, float]:
-        figures = {
+        figures: dict[str, float] = {
             "noise_ratio": round(self.irrelevant / self.returned, 4) if self.returned else 0.0,
             "returned_per_question": round(self.returned / self.questions, 2) if self.questions else 0.0,
         }
         for k, (returned, irrelevant) in self.at.items():
             figures[f"noise@{k}"] = round(irrelevant / returned, 4) if returned else 0.0
         return figures
+
+
+@dataclass
+class Reach:
+    """Per category (1-4), the summed share of each question's evidence that observations came from and
+    that the recall considered, and the questions counted."""
+
+    sums: dict[int, list[float]] = field(default_factory=dict)
+
+    def add(self, category: int, evidence: Sequence[str], observed: set[str], considered: set[str]) -> None:
+        if category not in OVERALL_CATEGORIES or not evidence:
+            return
+        wanted = set(evidence)
+        sums = self.sums.setdefault(category, [0.0, 0.0, 0.0])
+        sums[0] += len(wanted & observed) / len(wanted)
+        sums[1] += len(wanted & considered) / len(wanted)
+        sums[2] += 1
+
+    def report(self) -> dict[str, Any]:
+        def shares(observed: float, considered: float, questions: float) -> dict[str, float]:
+            if not questions:
+                return {"observed": 0.0, "considered": 0.0}
+            return {"observed": round(observed / questions, 4), "considered": round(considered / questions, 4)}
+
+        total = [sum(values[i] for values in self.sums.values()) for i in range(3)]
+        return shares(*total) | {
+            "by_category": {
+                f"{category} {CATEGORY_NAMES.get(category, '?')}": shares(*values)
+                for category, values in sorted(self.sums.items())
+            }
+        }
 
 
 class Command(BaseCommand):
@@ -104,7 +141,7 @@ class Command(BaseCommand):
             raise CommandError(f"{options['file']} holds no conversations")
         started = time.monotonic()
         run = uuid.uuid4().hex[:12]
-        overall, noise = Evaluation(), Noise()
+        overall, noise, reach = Evaluation(), Noise(), Reach()
         per_conversation: dict[str, dict[str, Any]] = {}
         out: IO[str] | None = open(options["per_question"], "w") if options["per_question"] else None  # noqa: SIM115
         try:
@@ -139,6 +176,7 @@ class Command(BaseCommand):
                         unit="observations",
                         items=items,
                         on_ranked=count,
+                        on_considered=reach.add,
                     )
                     summary = evaluation.overall().metrics() | conversation_noise.report()
                     per_conversation[conversation.sample_id] = summary
@@ -157,6 +195,7 @@ class Command(BaseCommand):
                 for category, summary in overall.by_category().items()
             },
             "by_conversation": per_conversation,
+            "reach": reach.report(),
             "seconds": round(time.monotonic() - started, 1),
         }
         self.stdout.write(json.dumps(report))

@@ -266,10 +266,11 @@ ENGRAM_EMBEDDING_MODEL = os.environ.get("ENGRAM_EMBEDDING_MODEL", "all-MiniLM-L6
 ENGRAM_EMBEDDING_THREADS = int(os.environ.get("ENGRAM_EMBEDDING_THREADS", "1"))
 ENGRAM_EMBEDDING_BATCH = int(os.environ.get("ENGRAM_EMBEDDING_BATCH", "64"))
 # Memory recall's source arm (memory/retrieval/sources.py): recall's candidates ranked by the words and
-# meaning of the messages they were learned from, in one statement over the candidate pool. On by default:
-# LoCoMo observations recall@10 0.601 -> 0.637 with a lower noise ratio, for recall's p95 1.15 times and
-# the whole HTTP turn's p95 1.06 times (with vectors; docs/performance.md). It runs only where the semantic
-# arm does (docs/quality.md, "The source arm on by default"). Set to 0 to leave it out.
+# meaning of the messages they were learned from (each read with the line it answers), in one statement
+# over the candidate pool. On by default: LoCoMo observations recall@10 0.601 -> 0.665 with a lower noise
+# ratio, for recall's p95 1.12 times and the whole HTTP turn's p95 1.03 times (with vectors, against the
+# code without it; docs/performance.md, *12-07e*). It runs only where the semantic arm does
+# (docs/quality.md, "The source arm on by default"). Set to 0 to leave it out.
 ENGRAM_RECALL_SOURCE_ARM = _env_bool("ENGRAM_RECALL_SOURCE_ARM", True)
 # Ask a worker to embed right after each write commits (the periodic drain runs regardless).
 ENGRAM_NOTIFY_INDEXER = _env_bool("ENGRAM_NOTIFY_INDEXER", True)

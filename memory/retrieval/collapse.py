@@ -34,9 +34,10 @@ NEAR_DUPLICATE_JACCARD = 0.8
 #: dev), so adding them would raise the noise ratio, which spec 001's gates forbid (docs/quality.md).
 REFILL_MATCH_RATIO = 0.8
 #: The bar when the source arm ranked candidates: the fusion (``ranking.SOURCE_RRF_K``) then separates
-#: relevant items from the rest more sharply, and a lower bar still lowers the noise ratio (LoCoMo dev,
-#: hybrid, at k 10: recall@10 0.631 at 0.5 and 0.651 at 0.4, noise ratios 0.8759 and 0.8916 against
-#: 0.9058 before; docs/quality.md, "The source fusion at k 10").
+#: relevant items from the rest more sharply, and a lower bar still keeps the noise ratio below the
+#: arm's at k 60 and a bar of 0.5 (LoCoMo dev, hybrid: recall@10 0.661, 0.665 and 0.670 at 0.4, 0.35 and
+#: 0.3, noise ratios 0.8897, 0.8974 and 0.9052 against 0.9058; at 0.3 it rose in two conversations;
+#: docs/quality.md, "The source fusion at k 10, and the line a reply answers").
 SOURCE_REFILL_MATCH_RATIO = 0.35
 #: In a question that names whom it is about, an item about someone else is shown only if its fused
 #: match is at least this fraction of the best match. On LoCoMo dev, 96 % of the evidence of a question

@@ -49,16 +49,17 @@ from memory.retrieval.query import RecallQuery
 
 #: How many of the pool's source messages, the strongest that matched the question, rank the memories
 #: learned from them. More rank more memories, and the lower refill bar then lets more in: on LoCoMo's
-#: development split (hybrid) 10 gave recall@10 0.637 with a noise ratio below the default's, 20 and 40
+#: development split (hybrid, at k 60 and a refill bar of 0.5) 10 gave recall@10 0.637 with a noise
+#: ratio below the default's, 20 and 40
 #: gave 0.646 and 0.653 with noise ratios far above it (docs/quality.md, "The source arm on by default").
 SOURCE_MESSAGES = 10
 #: A source message is read for its meaning with the exchange it answers: its distance to the question
 #: is this share the distance of the message said just before it (the nearest earlier message of its
 #: conversation the perspective may read, written within history search's ``EXCHANGE_GAP``), the rest
 #: its own. A reply ("Sure, the blue one.") often says little the question shares, and the line it
-#: answers says the rest. On LoCoMo's development split (hybrid, observations) shares of 0.2, 0.3 and
-#: 0.4 all raised recall@10, by 0.004 to 0.010, with a lower noise ratio (docs/quality.md, "The source
-#: arm reads the exchange").
+#: answers says the rest. On LoCoMo's development split (hybrid, observations, refill bar 0.4) shares of
+#: 0.2, 0.3 and 0.4 all raised recall@10, by 0.004 to 0.010, with a lower noise ratio (docs/quality.md,
+#: "The source fusion at k 10, and the line a reply answers").
 EXCHANGE_SHARE = 0.3
 
 #: The pool's entries' source messages that the perspective may read, each with its ``ts_rank`` for the

@@ -69,13 +69,12 @@ def test_a_reply_is_ranked_with_the_line_it_answers(ws: Workspace) -> None:
     ranks first, though it was written later (ties go to the earlier message)."""
     start = timezone.now() - timedelta(days=2)
     line(ws, ws.alice, ELSEWHERE, start)
-    unrelated = replied(ws, start + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan.")
+    replied(ws, start + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan.")
     later = start + EXCHANGE_GAP + timedelta(hours=1)
     line(ws, ws.alice, ASKED, later)
     answered = replied(ws, later + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
 
     assert ranked(ws, ws.general)[0] == answered.pk
-    assert unrelated.pk not in ranked(ws, ws.general)[:1]
 
 
 def test_a_line_the_perspective_may_not_read_lends_no_meaning(ws: Workspace) -> None:
@@ -85,14 +84,12 @@ def test_a_line_the_perspective_may_not_read_lends_no_meaning(ws: Workspace) -> 
     start = timezone.now() - timedelta(days=2)
     line(ws, ws.alice, ELSEWHERE, start)
     line(ws, ws.alice, ASKED, start + timedelta(seconds=2), authenticated=False)
-    hidden = replied(ws, start + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan.")
+    replied(ws, start + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan.")
     later = start + EXCHANGE_GAP + timedelta(hours=1)
     line(ws, ws.alice, ASKED, later)
     answered = replied(ws, later + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
 
-    order = ranked(ws, ws.general)
-    assert order[0] == answered.pk
-    assert hidden.pk not in order[:1]
+    assert ranked(ws, ws.general)[0] == answered.pk
 
 
 def test_a_line_said_long_before_is_not_the_exchange(ws: Workspace) -> None:
@@ -100,11 +97,9 @@ def test_a_line_said_long_before_is_not_the_exchange(ws: Workspace) -> None:
     reply written later, which answers it at once, ranks first."""
     start = timezone.now() - timedelta(days=2)
     line(ws, ws.alice, ASKED, start)
-    stale = replied(ws, start + EXCHANGE_GAP + timedelta(minutes=5), "Bob is fine with the kiwi offsite plan.")
+    replied(ws, start + EXCHANGE_GAP + timedelta(minutes=5), "Bob is fine with the kiwi offsite plan.")
     later = start + 2 * EXCHANGE_GAP + timedelta(hours=1)
     line(ws, ws.alice, ASKED, later)
     answered = replied(ws, later + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
 
-    order = ranked(ws, ws.general)
-    assert order[0] == answered.pk
-    assert stale.pk not in order[:1]
+    assert ranked(ws, ws.general)[0] == answered.pk

@@ -268,6 +268,7 @@ def evaluate_conversation(
     units = {message_id: dia_id for dia_id, message_id in messages.items()}
     if unit == "observations":
         units = remember_observations(agent, conversation, messages, by_name)
+    observed = set(units.values())
     if mode != "lexical":
         started = time.monotonic()
         while drain_outbox():
@@ -317,7 +318,7 @@ def evaluate_conversation(
             if on_considered is not None and unit == "observations":
                 candidate_ids = RecallTrace.objects.get(pk=recalled.trace_id).candidate_ids or []
                 considered = {units[pk] for pk in candidate_ids if pk in units}
-                on_considered(question.category, question.evidence, set(units.values()), considered)
+                on_considered(question.category, question.evidence, observed, considered)
         evaluation.add(category=question.category, ranked=ranked, evidence=question.evidence)
         if recorder is not None:
             recorder.question(

@@ -50,6 +50,13 @@ def replied(ws: Workspace, at: datetime, statement: str) -> MemoryRevision:
     ).revision
 
 
+def answers_the_question(ws: Workspace, at: datetime) -> MemoryRevision:
+    """Alice asks the question's own line at ``at``, Bob replies at once, and a memory is learned from
+    the reply: the memory the exchange should rank first."""
+    line(ws, ws.alice, ASKED, at)
+    return replied(ws, at + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
+
+
 def ranked(ws: Workspace, conversation: Conversation) -> list[int]:
     """What the source arm ranks, in its order, over the pool recall's lexical arm gathered, with the
     messages' vectors."""
@@ -70,9 +77,7 @@ def test_a_reply_is_ranked_with_the_line_it_answers(ws: Workspace) -> None:
     start = timezone.now() - timedelta(days=2)
     line(ws, ws.alice, ELSEWHERE, start)
     replied(ws, start + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan.")
-    later = start + EXCHANGE_GAP + timedelta(hours=1)
-    line(ws, ws.alice, ASKED, later)
-    answered = replied(ws, later + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
+    answered = answers_the_question(ws, start + EXCHANGE_GAP + timedelta(hours=1))
 
     assert ranked(ws, ws.general)[0] == answered.pk
 
@@ -85,9 +90,7 @@ def test_a_line_the_perspective_may_not_read_lends_no_meaning(ws: Workspace) -> 
     line(ws, ws.alice, ELSEWHERE, start)
     line(ws, ws.alice, ASKED, start + timedelta(seconds=2), authenticated=False)
     replied(ws, start + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan.")
-    later = start + EXCHANGE_GAP + timedelta(hours=1)
-    line(ws, ws.alice, ASKED, later)
-    answered = replied(ws, later + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
+    answered = answers_the_question(ws, start + EXCHANGE_GAP + timedelta(hours=1))
 
     assert ranked(ws, ws.general)[0] == answered.pk
 
@@ -98,8 +101,6 @@ def test_a_line_said_long_before_is_not_the_exchange(ws: Workspace) -> None:
     start = timezone.now() - timedelta(days=2)
     line(ws, ws.alice, ASKED, start)
     replied(ws, start + EXCHANGE_GAP + timedelta(minutes=5), "Bob is fine with the kiwi offsite plan.")
-    later = start + 2 * EXCHANGE_GAP + timedelta(hours=1)
-    line(ws, ws.alice, ASKED, later)
-    answered = replied(ws, later + timedelta(seconds=5), "Bob is fine with the kiwi offsite plan, Lisbon.")
+    answered = answers_the_question(ws, start + 2 * EXCHANGE_GAP + timedelta(hours=1))
 
     assert ranked(ws, ws.general)[0] == answered.pk

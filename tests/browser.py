@@ -31,9 +31,14 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+#: Module scope, not session: Playwright's sync API keeps an event loop in the main thread while it runs,
+#: and a database connection that a later test opened outside a transaction (the migrations test's
+#: ``makemigrations --check``) was then one that pytest-django's teardown did not close, so the test
+#: database could not be dropped ("is being accessed by other users"). Stopped after each module, it
+#: leaves the tests that follow as it found them.
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    """One Chromium process for the session (pages and contexts are per test)."""
+    """One Chromium process for a module's page tests (pages and contexts are per test)."""
     if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
         pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's chromium (scripts/test does, as root)")
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop

@@ -6,14 +6,17 @@ import json
 from io import StringIO
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
 from accounts.models import Actor, Connector, RuntimeAgent, Tenant
+from bench.embedding_cache import text_key
 from history.models import Conversation, ConversationSearchEvent, Message
 from memory.embeddings.index import vectors_stored
+from memory.embeddings.model import embedding_model
 from memory.models import MemoryEntry, MessageEmbedding, RecallTrace, RevisionEmbedding
 
 pytestmark = pytest.mark.django_db
@@ -274,3 +277,63 @@ def test_eval_recall_noise_reads_and_writes_an_embedding_cache(
     for metric in ("recall@10", "mrr", "noise_ratio"):
         assert reports[0][metric] == reports[1][metric] == reports[2][metric], metric
     assert _row_counts() == before
+
+
+def test_eval_recall_noise_with_outside_vectors_of_the_same_model_scores_as_the_model_does(
+    sample_file: Path, pgvector: None, tmp_path: Path
+) -> None:
+    """The texts a run embedded, encoded outside and read back with ``--embedding-vectors``, give that
+    run's figures when the outside vectors are the model's own; the report names their model."""
+    texts_path = tmp_path / "texts.json"
+    out = StringIO()
+    call_command(
+        "eval_recall_noise",
+        "--file",
+        str(sample_file),
+        "--mode",
+        "hybrid",
+        "--embedding-texts",
+        str(texts_path),
+        verbosity=0,
+        stdout=out,
+    )
+    plain = json.loads(out.getvalue().strip().splitlines()[-1])
+    texts = json.loads(texts_path.read_text())
+    assert texts and len(texts) == len(set(texts))
+    vectors = tmp_path / "vectors.npz"
+    np.savez(
+        vectors,
+        model=np.array("the-same-model-outside"),
+        keys=np.array([text_key(text) for text in texts]),
+        vectors=embedding_model().embed(texts),
+    )
+    out = StringIO()
+    call_command(
+        "eval_recall_noise",
+        "--file",
+        str(sample_file),
+        "--mode",
+        "hybrid",
+        "--embedding-vectors",
+        str(vectors),
+        verbosity=0,
+        stdout=out,
+    )
+    outside = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert outside["embedding_vectors"] == "the-same-model-outside" and "embedding_vectors" not in plain
+    for metric in ("recall@10", "mrr", "noise_ratio"):
+        assert outside[metric] == plain[metric], metric
+    with pytest.raises(CommandError, match="exclude each other"):
+        call_command(
+            "eval_recall_noise",
+            "--file",
+            str(sample_file),
+            "--mode",
+            "hybrid",
+            "--embedding-vectors",
+            str(vectors),
+            "--embedding-cache",
+            str(tmp_path / "cache.npz"),
+            verbosity=0,
+            stdout=StringIO(),
+        )

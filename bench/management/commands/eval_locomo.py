@@ -1,7 +1,7 @@
 """Measure retrieval on a LoCoMo-format file, scored as the LoCoMo paper does.
 
 ``eval_locomo --file PATH [--mode lexical|semantic|hybrid] [--unit turns|observations] [--limit 20]
-[--embedding-cache FILE] [--record-ranking FILE]``.
+[--embedding-cache FILE | --embedding-vectors FILE] [--embedding-texts FILE] [--record-ranking FILE]``.
 For each conversation in the file, a throwaway workspace (its own tenant, agent and
 ``locomo:<sample_id>`` connector) receives the conversation's turns through the same import the
 ``import_locomo`` command uses: one inbound message per turn, ``external_id`` = ``dia_id``, in a
@@ -57,7 +57,7 @@ from django.db import transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
-from bench.embedding_cache import cached_embeddings
+from bench.embedding_cache import add_embedding_arguments, embedding_options, vectors_label
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
 from bench.harness.corpus import EMBEDDING_TABLES, IMPORTED_TABLES, settle
 from bench.locomo import LocomoConversation, load_locomo
@@ -108,12 +108,7 @@ class Command(BaseCommand):
             help="turns: history search over the transcript; observations: memory recall over stored observations.",
         )
         parser.add_argument("--limit", type=int, default=MAX_LIMIT, help=f"Hits per question (1-{MAX_LIMIT}).")
-        parser.add_argument(
-            "--embedding-cache",
-            default=None,
-            help="An .npz file of vectors the model returned before, read and extended (bench/embedding_cache.py): "
-            "repeated hybrid or semantic runs skip re-embedding the same texts. Off unless given.",
-        )
+        add_embedding_arguments(parser)
         parser.add_argument(
             "--record-ranking",
             default=None,
@@ -151,7 +146,7 @@ class Command(BaseCommand):
         recording = recording_rankings(Path(options["record_ranking"])) if options["record_ranking"] else nullcontext()
         # disable=None: the bar shows on a terminal and stays out of redirected output.
         with (
-            cached_embeddings(Path(options["embedding_cache"])) if options["embedding_cache"] else nullcontext(),
+            embedding_options(options),
             recording as recorder,
             tqdm(
                 total=total, unit="question", desc="eval_locomo", disable=True if options["verbosity"] < 1 else None
@@ -188,6 +183,7 @@ class Command(BaseCommand):
         overall = evaluation.overall()
         report: dict[str, Any] = {
             "mode": mode,
+            **vectors_label(options),
             "unit": unit,
             "questions": overall.questions,
             **overall.metrics(),

@@ -1,7 +1,7 @@
 """Measure memory recall's noise ratio next to its recall, on a LoCoMo-format file.
 
 ``eval_recall_noise --file PATH [--mode lexical|semantic|hybrid] [--items 20] [--per-question OUT.jsonl]
-[--embedding-cache FILE]``.
+[--embedding-cache FILE | --embedding-vectors FILE] [--embedding-texts FILE]``.
 
 Spec 001's tracked metric: *noise ratio = retrieved-and-irrelevant over retrieved*, "the counterweight to
 recall; both are reported, never recall alone". Here "retrieved" is what the recall service returned for
@@ -17,7 +17,8 @@ asked by speaker A through ``form_query`` and the one ``recall`` service, by ``e
 ``evaluate_conversation`` (``unit="observations"``). Recall figures (recall@5/@10, MRR, nDCG@10) are
 reported overall, per category and per conversation, from the same run.
 
-``--embedding-cache`` reuses the vectors of earlier runs, as ``eval_locomo``'s does
+``--embedding-cache`` reuses the vectors of earlier runs, as ``eval_locomo``'s does, and
+``--embedding-texts`` / ``--embedding-vectors`` run it again with another embedding model's vectors
 (:mod:`bench.embedding_cache`).
 
 Beside them, how much of the evidence ranking could reach at all (``reach``, categories 1-4, each a mean
@@ -35,15 +36,13 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from bench.embedding_cache import cached_embeddings
+from bench.embedding_cache import add_embedding_arguments, embedding_options, vectors_label
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, deduplicated
 from bench.locomo import load_locomo
 from bench.management.commands.eval_locomo import evaluate_conversation
@@ -121,11 +120,7 @@ class Command(BaseCommand):
         parser.add_argument("--mode", default="hybrid", choices=MODES, help="Arms: lexical, semantic or both.")
         parser.add_argument("--items", type=int, default=DEFAULT_ITEMS, help="Items per recall (the budget's cap).")
         parser.add_argument("--per-question", default="", help="Write one JSON line per question to this path.")
-        parser.add_argument(
-            "--embedding-cache",
-            default=None,
-            help="An .npz file of vectors the model returned before, read and extended (bench/embedding_cache.py).",
-        )
+        add_embedding_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         mode, items = options["mode"], options["items"]
@@ -145,8 +140,7 @@ class Command(BaseCommand):
         per_conversation: dict[str, dict[str, Any]] = {}
         out: IO[str] | None = open(options["per_question"], "w") if options["per_question"] else None  # noqa: SIM115
         try:
-            cache = options["embedding_cache"]
-            with cached_embeddings(Path(cache)) if cache else nullcontext(), transaction.atomic():
+            with embedding_options(options), transaction.atomic():
                 for position, conversation in enumerate(parsed.conversations):
                     evaluation, conversation_noise = Evaluation(), Noise()
 
@@ -186,6 +180,7 @@ class Command(BaseCommand):
                 out.close()
         report: dict[str, Any] = {
             "mode": mode,
+            **vectors_label(options),
             "items": items,
             "questions": overall.overall().questions,
             **overall.overall().metrics(),

@@ -29,6 +29,14 @@ class CountingModel:
         return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
 
 
+@pytest.fixture
+def counting_model(monkeypatch: pytest.MonkeyPatch) -> CountingModel:
+    """The process's configured model, for the block helpers that look it up."""
+    model = CountingModel()
+    monkeypatch.setattr(embedding_models, "embedding_model", lambda name=None: model)
+    return model
+
+
 def test_a_cached_text_is_not_embedded_again_and_gets_the_same_vector() -> None:
     model = CountingModel()
     cache = CachedEmbeddings(model, {})
@@ -41,10 +49,9 @@ def test_a_cached_text_is_not_embedded_again_and_gets_the_same_vector() -> None:
 
 
 def test_the_cache_file_is_written_back_and_read_for_the_same_model_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, counting_model: CountingModel
 ) -> None:
-    model = CountingModel()
-    monkeypatch.setattr(embedding_models, "embedding_model", lambda name=None: model)
+    model = counting_model
     path = tmp_path / "vectors.npz"
     with cached_embeddings(path) as cache:
         cache.embed(["kayak"])
@@ -59,11 +66,8 @@ def test_the_cache_file_is_written_back_and_read_for_the_same_model_only(
         assert cache.misses == 1
 
 
-def test_the_texts_a_run_embedded_are_written_once_each_in_first_seen_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    model = CountingModel()
-    monkeypatch.setattr(embedding_models, "embedding_model", lambda name=None: model)
+@pytest.mark.usefixtures("counting_model")
+def test_the_texts_a_run_embedded_are_written_once_each_in_first_seen_order(tmp_path: Path) -> None:
     path = tmp_path / "texts.json"
     with recorded_texts(path) as recorder:
         assert recorder.embed(["kayak", "canoe"]).tolist() == [[5.0, 1.0], [5.0, 1.0]]
@@ -81,10 +85,9 @@ def _outside_file(path: Path, vectors: dict[str, list[float]]) -> None:
 
 
 def test_outside_vectors_answer_under_the_configured_name_and_the_model_is_not_asked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, counting_model: CountingModel
 ) -> None:
-    model = CountingModel()
-    monkeypatch.setattr(embedding_models, "embedding_model", lambda name=None: model)
+    model = counting_model
     path = tmp_path / "outside.npz"
     _outside_file(path, {"kayak": [0.0, 1.0, 0.0], "canoe": [1.0, 0.0, 0.0]})
     with outside_vectors(path) as outside:
@@ -94,11 +97,10 @@ def test_outside_vectors_answer_under_the_configured_name_and_the_model_is_not_a
 
 
 def test_a_text_without_an_outside_vector_gets_none_and_fails_the_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, counting_model: CountingModel
 ) -> None:
     """The product degrades where a model fails, so the miss is raised again when the run ends."""
-    model = CountingModel()
-    monkeypatch.setattr(embedding_models, "embedding_model", lambda name=None: model)
+    model = counting_model
     path = tmp_path / "outside.npz"
     _outside_file(path, {"kayak": [0.0, 1.0, 0.0]})
     with (

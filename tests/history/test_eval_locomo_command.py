@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -279,25 +280,20 @@ def test_eval_recall_noise_reads_and_writes_an_embedding_cache(
     assert _row_counts() == before
 
 
+def _recall_noise_report(sample_file: Path, *extra: str) -> dict[str, Any]:
+    out = StringIO()
+    call_command("eval_recall_noise", "--file", str(sample_file), "--mode", "hybrid", *extra, verbosity=0, stdout=out)
+    report: dict[str, Any] = json.loads(out.getvalue().strip().splitlines()[-1])
+    return report
+
+
 def test_eval_recall_noise_with_outside_vectors_of_the_same_model_scores_as_the_model_does(
     sample_file: Path, pgvector: None, tmp_path: Path
 ) -> None:
     """The texts a run embedded, encoded outside and read back with ``--embedding-vectors``, give that
     run's figures when the outside vectors are the model's own; the report names their model."""
     texts_path = tmp_path / "texts.json"
-    out = StringIO()
-    call_command(
-        "eval_recall_noise",
-        "--file",
-        str(sample_file),
-        "--mode",
-        "hybrid",
-        "--embedding-texts",
-        str(texts_path),
-        verbosity=0,
-        stdout=out,
-    )
-    plain = json.loads(out.getvalue().strip().splitlines()[-1])
+    plain = _recall_noise_report(sample_file, "--embedding-texts", str(texts_path))
     texts = json.loads(texts_path.read_text())
     assert texts and len(texts) == len(set(texts))
     vectors = tmp_path / "vectors.npz"
@@ -307,33 +303,11 @@ def test_eval_recall_noise_with_outside_vectors_of_the_same_model_scores_as_the_
         keys=np.array([text_key(text) for text in texts]),
         vectors=embedding_model().embed(texts),
     )
-    out = StringIO()
-    call_command(
-        "eval_recall_noise",
-        "--file",
-        str(sample_file),
-        "--mode",
-        "hybrid",
-        "--embedding-vectors",
-        str(vectors),
-        verbosity=0,
-        stdout=out,
-    )
-    outside = json.loads(out.getvalue().strip().splitlines()[-1])
+    outside = _recall_noise_report(sample_file, "--embedding-vectors", str(vectors))
     assert outside["embedding_vectors"] == "the-same-model-outside" and "embedding_vectors" not in plain
     for metric in ("recall@10", "mrr", "noise_ratio"):
         assert outside[metric] == plain[metric], metric
     with pytest.raises(CommandError, match="exclude each other"):
-        call_command(
-            "eval_recall_noise",
-            "--file",
-            str(sample_file),
-            "--mode",
-            "hybrid",
-            "--embedding-vectors",
-            str(vectors),
-            "--embedding-cache",
-            str(tmp_path / "cache.npz"),
-            verbosity=0,
-            stdout=StringIO(),
+        _recall_noise_report(
+            sample_file, "--embedding-vectors", str(vectors), "--embedding-cache", str(tmp_path / "cache.npz")
         )

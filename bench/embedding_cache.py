@@ -62,13 +62,17 @@ class CachedEmbeddings:
         return np.stack([self.vectors[key] for key in keys]).astype(np.float32)
 
 
+def _read(path: Path) -> tuple[str, dict[str, np.ndarray[Any, Any]]]:
+    """The file's model name and its vectors by text key."""
+    with np.load(path, allow_pickle=False) as stored:
+        return str(stored["model"]), dict(zip((str(k) for k in stored["keys"]), stored["vectors"], strict=True))
+
+
 def _load(path: Path, model_name: str) -> dict[str, np.ndarray[Any, Any]]:
     if not path.exists():
         return {}
-    with np.load(path, allow_pickle=False) as stored:
-        if str(stored["model"]) != model_name:
-            return {}
-        return dict(zip((str(k) for k in stored["keys"]), stored["vectors"], strict=True))
+    stored_model, vectors = _read(path)
+    return vectors if stored_model == model_name else {}
 
 
 def _save(path: Path, model_name: str, vectors: dict[str, np.ndarray[Any, Any]]) -> None:
@@ -149,12 +153,8 @@ def outside_vectors(path: Path) -> Iterator[OutsideVectors]:
     """Within the block, the configured model's name answers with the vectors stored at ``path``. The
     product degrades where a model fails (a search without its semantic arm), so a text without a
     vector would quietly lower the figures: the block raises instead, once the run is over."""
-    name = embedding_models.embedding_model().name
-    with np.load(path, allow_pickle=False) as stored:
-        source_model = str(stored["model"])
-        vectors = _load(path, source_model)
-    outside = OutsideVectors(name, source_model, vectors)
-    with mock.patch.dict(embedding_models._models, {name: outside}):
+    outside = OutsideVectors(embedding_models.embedding_model().name, *_read(path))
+    with mock.patch.dict(embedding_models._models, {outside.name: outside}):
         yield outside
     if outside.missing:
         raise CommandError(
@@ -185,9 +185,10 @@ def add_embedding_arguments(parser: CommandParser) -> None:
 
 
 @contextmanager
-def embedding_options(options: dict[str, Any]) -> Iterator[None]:
+def embedding_options(options: dict[str, Any]) -> Iterator[dict[str, str]]:
     """The context an evaluation runs in, from :func:`add_embedding_arguments`' options: at most one of
-    the cache and the outside vectors, and the texts noted with either."""
+    the cache and the outside vectors, and the texts noted with either. It yields the run report's label
+    of where the vectors came from (empty for the configured model's own)."""
     if options.get("embedding_cache") and options.get("embedding_vectors"):
         raise CommandError("--embedding-cache and --embedding-vectors exclude each other")
     vectors = options.get("embedding_vectors")
@@ -196,19 +197,12 @@ def embedding_options(options: dict[str, Any]) -> Iterator[None]:
     texts = options.get("embedding_texts")
     if texts and not Path(texts).resolve().parent.is_dir():
         raise CommandError(f"--embedding-texts: the folder of {texts} does not exist")
+    label: dict[str, str] = {}
     with ExitStack() as stack:
         if options.get("embedding_cache"):
             stack.enter_context(cached_embeddings(Path(options["embedding_cache"])))
         if vectors:
-            stack.enter_context(outside_vectors(Path(vectors)))
+            label["embedding_vectors"] = stack.enter_context(outside_vectors(Path(vectors))).source_model
         if texts:
             stack.enter_context(recorded_texts(Path(texts)))
-        yield
-
-
-def vectors_label(options: dict[str, Any]) -> dict[str, str]:
-    """For a run's report: the model whose vectors it used, when they came from outside."""
-    if not options.get("embedding_vectors"):
-        return {}
-    with np.load(Path(options["embedding_vectors"]), allow_pickle=False) as stored:
-        return {"embedding_vectors": str(stored["model"])}
+        yield label

@@ -57,7 +57,7 @@ from django.db import transaction
 from tqdm import tqdm
 
 from accounts.models import Actor, RuntimeAgent, Tenant
-from bench.embedding_cache import add_embedding_arguments, embedding_options, vectors_label
+from bench.embedding_cache import add_embedding_arguments, embedding_options
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, Summary
 from bench.harness.corpus import EMBEDDING_TABLES, IMPORTED_TABLES, settle
 from bench.locomo import LocomoConversation, load_locomo
@@ -146,7 +146,7 @@ class Command(BaseCommand):
         recording = recording_rankings(Path(options["record_ranking"])) if options["record_ranking"] else nullcontext()
         # disable=None: the bar shows on a terminal and stays out of redirected output.
         with (
-            embedding_options(options),
+            embedding_options(options) as vectors_from,
             recording as recorder,
             tqdm(
                 total=total, unit="question", desc="eval_locomo", disable=True if options["verbosity"] < 1 else None
@@ -183,7 +183,7 @@ class Command(BaseCommand):
         overall = evaluation.overall()
         report: dict[str, Any] = {
             "mode": mode,
-            **vectors_label(options),
+            **vectors_from,
             "unit": unit,
             "questions": overall.questions,
             **overall.metrics(),

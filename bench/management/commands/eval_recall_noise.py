@@ -42,7 +42,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from bench.embedding_cache import add_embedding_arguments, embedding_options, vectors_label
+from bench.embedding_cache import add_embedding_arguments, embedding_options
 from bench.evaluation import CATEGORY_NAMES, OVERALL_CATEGORIES, Evaluation, deduplicated
 from bench.locomo import load_locomo
 from bench.management.commands.eval_locomo import evaluate_conversation
@@ -140,7 +140,7 @@ class Command(BaseCommand):
         per_conversation: dict[str, dict[str, Any]] = {}
         out: IO[str] | None = open(options["per_question"], "w") if options["per_question"] else None  # noqa: SIM115
         try:
-            with embedding_options(options), transaction.atomic():
+            with embedding_options(options) as vectors_from, transaction.atomic():
                 for position, conversation in enumerate(parsed.conversations):
                     evaluation, conversation_noise = Evaluation(), Noise()
 
@@ -180,7 +180,7 @@ class Command(BaseCommand):
                 out.close()
         report: dict[str, Any] = {
             "mode": mode,
-            **vectors_label(options),
+            **vectors_from,
             "items": items,
             "questions": overall.overall().questions,
             **overall.overall().metrics(),
